@@ -1,0 +1,1 @@
+//! drift-dllm: masked diffusion language models, likelihood estimators and dLLM RL recipes.

@@ -1,0 +1,1 @@
+//! drift-flow: flow-matching image models, Flow-GRPO and BranchGRPO.

@@ -1,0 +1,1 @@
+//! drift-rewards: rewards, verifiers and the shipped toy worlds.

@@ -1,0 +1,1 @@
+//! drift-samplers: dLLM decoding and flow ODE/SDE samplers over small model traits.
