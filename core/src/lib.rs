@@ -31,6 +31,7 @@ pub mod advantage;
 pub mod error;
 pub mod groups;
 pub mod loss;
+pub mod ops;
 pub mod rng;
 
 pub use error::{CoreError, Result};
