@@ -1,1 +1,11 @@
 //! drift-rewards: rewards, verifiers and the shipped toy worlds.
+//!
+//! - [`reward`]: the [`Reward`] trait (generic over the sample type), outcomes, failures;
+//! - [`pool`]: parallel evaluation on a bounded thread pool with per-sample time-outs;
+//! - [`combine`]: weighted sums of rewards.
+
+pub mod error;
+pub mod reward;
+
+pub use error::RewardError;
+pub use reward::{Details, Evaluation, Failure, FailureKind, Outcome, Reward};
