@@ -4,7 +4,9 @@
 //! - [`pool`]: parallel evaluation on a bounded thread pool with per-sample time-outs;
 //! - [`combine`]: weighted sums of rewards.
 
+pub mod combine;
 pub mod error;
+pub mod pool;
 pub mod reward;
 
 pub use error::RewardError;
