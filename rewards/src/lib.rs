@@ -4,6 +4,7 @@
 //! - [`pool`]: parallel evaluation on a bounded thread pool with per-sample time-outs;
 //! - [`combine`]: weighted sums of rewards.
 
+pub mod code;
 pub mod combine;
 pub mod error;
 pub mod pool;

@@ -1,0 +1,313 @@
+//! A sandbox for running untrusted Python: one fresh temp directory per run, an empty
+//! environment, no stdin, capped output, `setrlimit` limits, its own session and process
+//! group (killed whole on time-out), its own unprivileged uid when the parent is root, and,
+//! when bubblewrap works here, a `bwrap` jail (read-only `/`, private `/tmp`, no network,
+//! own pid namespace, dies with its parent).
+//!
+//! [`Sandbox::new`] probes once which of these are available (`bwrap --ro-bind / / true`, and
+//! a trial run of the interpreter under the dropped uid) and reports the active mode in
+//! [`Sandbox::mode`]; a missing or broken bwrap falls back to the limits alone with a single
+//! warning on stderr per process.
+
+use std::fs;
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Once;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::limits::{self, Limits};
+pub use super::supervise::{RunOutput, RunStatus};
+use crate::RewardError;
+
+/// Which isolation to use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SandboxMode {
+    /// bwrap when its probe succeeds, else limits only (the default).
+    Auto,
+    /// bwrap, or an error from [`Sandbox::new`] when it does not work here.
+    Bwrap,
+    /// Limits, empty environment, temp dir, process group and uid only.
+    Limits,
+}
+
+/// Configuration of the code sandbox. Defaults follow DiffuCoder's execution reward (5 s per
+/// test) with limits generous for a small test function and tight for hostile code.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SandboxConfig {
+    /// Isolation mode. Default `auto`.
+    pub mode: SandboxMode,
+    /// The interpreter. Default: `/usr/bin/python3` when present, else `python3` on `PATH`,
+    /// resolved once to its real executable.
+    pub python: Option<PathBuf>,
+    /// Wall-time limit per run, seconds. Default 5.0 (DiffuCoder).
+    pub timeout_s: f64,
+    /// Address-space limit, MiB (`RLIMIT_AS`). Default 1024.
+    pub memory_mb: u64,
+    /// CPU-time limit, seconds (`RLIMIT_CPU`); 0 = the wall limit rounded up, plus 1. Default 0.
+    pub cpu_s: u64,
+    /// Largest file a run may write, MiB (`RLIMIT_FSIZE`). Default 16.
+    pub file_size_mb: u64,
+    /// Processes of the run's uid (`RLIMIT_NPROC`, enforced under the per-run uid). Default 16.
+    pub max_processes: u64,
+    /// Bytes of stdout + stderr read before the run is killed. Default 65536.
+    pub max_output_bytes: usize,
+    /// Give each run its own unprivileged uid when the parent is root. Default true.
+    pub drop_privileges: bool,
+}
+
+impl Default for SandboxConfig {
+    fn default() -> Self {
+        Self {
+            mode: SandboxMode::Auto,
+            python: None,
+            timeout_s: 5.0,
+            memory_mb: 1024,
+            cpu_s: 0,
+            file_size_mb: 16,
+            max_processes: 16,
+            max_output_bytes: 65_536,
+            drop_privileges: true,
+        }
+    }
+}
+
+/// The isolation actually in force, as probed by [`Sandbox::new`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ActiveMode {
+    /// Runs are inside bwrap (read-only `/`, private `/tmp`, no network, own pid namespace).
+    pub bwrap: bool,
+    /// Runs have their own unprivileged uid (per-run process limit, no write access to
+    /// root-owned files).
+    pub own_uid: bool,
+}
+
+impl std::fmt::Display for ActiveMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let jail = if self.bwrap { "bwrap" } else { "limits" };
+        let uid = if self.own_uid { "+uid" } else { "" };
+        write!(f, "{jail}{uid}")
+    }
+}
+
+/// A probed, ready sandbox; cheap to share between threads.
+#[derive(Debug, Clone)]
+pub struct Sandbox {
+    python: PathBuf,
+    limits: Limits,
+    timeout: Duration,
+    cap: usize,
+    mode: ActiveMode,
+}
+
+/// The directory runs see as their working directory under bwrap.
+const JAIL_DIR: &str = "/tmp/sandbox";
+
+static BWRAP_WARNING: Once = Once::new();
+static NEXT_DIR: AtomicU64 = AtomicU64::new(0);
+
+impl Sandbox {
+    /// Validates `cfg`, resolves the interpreter and probes bwrap and the uid drop.
+    pub fn new(cfg: &SandboxConfig) -> Result<Self, RewardError> {
+        let timeout = positive_secs("timeout_s", cfg.timeout_s)?;
+        for (field, v) in [("memory_mb", cfg.memory_mb), ("max_processes", cfg.max_processes)] {
+            if v == 0 {
+                return Err(RewardError::Config {
+                    field,
+                    value: "0".into(),
+                    expected: "a positive integer".into(),
+                });
+            }
+        }
+        let cpu = if cfg.cpu_s == 0 { cfg.timeout_s.ceil() as u64 + 1 } else { cfg.cpu_s };
+        let limits = Limits {
+            address_space: cfg.memory_mb << 20,
+            cpu_seconds: cpu,
+            file_size: cfg.file_size_mb << 20,
+            processes: cfg.max_processes,
+            open_files: 64,
+        };
+        let python = resolve_python(cfg.python.as_deref())?;
+        let cap = cfg.max_output_bytes;
+        let mut sb = Self {
+            python,
+            limits,
+            timeout,
+            cap,
+            mode: ActiveMode { bwrap: false, own_uid: false },
+        };
+        sb.mode.own_uid = cfg.drop_privileges && limits::is_root() && sb.probe();
+        if cfg.mode != SandboxMode::Limits {
+            sb.mode.bwrap = true;
+            if !sb.probe() {
+                sb.mode.bwrap = false;
+                if cfg.mode == SandboxMode::Bwrap {
+                    return Err(RewardError::Invalid {
+                        what: "sandbox mode `bwrap`".into(),
+                        expected: "a working `bwrap` (probe `bwrap --ro-bind / / true` failed)"
+                            .into(),
+                    });
+                }
+                BWRAP_WARNING.call_once(|| {
+                    eprintln!(
+                        "drift-rewards: bubblewrap (`bwrap`) is missing or does not work here; \
+                         code runs under resource limits only (no filesystem or network jail)"
+                    )
+                });
+            }
+        }
+        Ok(sb)
+    }
+
+    /// The isolation in force.
+    pub fn mode(&self) -> ActiveMode {
+        self.mode
+    }
+
+    /// The interpreter runs use.
+    pub fn python(&self) -> &Path {
+        &self.python
+    }
+
+    /// Runs `python -I -S -B <script>` in a fresh working directory holding `files`
+    /// (`(name, contents)`; `script` must be one of them), under every limit, and removes the
+    /// directory afterwards.
+    pub fn run_python(
+        &self,
+        files: &[(&str, &str)],
+        script: &str,
+    ) -> Result<RunOutput, RewardError> {
+        let dir = TempDir::create()?;
+        let uid = self.mode.own_uid.then(limits::fresh_uid);
+        for (name, text) in files {
+            let path = dir.0.join(name);
+            fs::write(&path, text)
+                .map_err(|e| sandbox_err(format!("write {}", path.display()), e))?;
+        }
+        if let Some(uid) = uid {
+            chown(&dir.0, uid)?;
+        }
+        let mut cmd = self.command(&dir.0, script);
+        let lim = self.limits;
+        cmd.env_clear()
+            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+            .env("LANG", "C.UTF-8")
+            .env("HOME", if self.mode.bwrap { Path::new(JAIL_DIR) } else { &dir.0 })
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        // SAFETY: `apply` only makes async-signal-safe calls on copied plain values.
+        unsafe {
+            cmd.pre_exec(move || limits::apply(&lim, uid));
+        }
+        let child =
+            cmd.spawn().map_err(|e| sandbox_err(format!("spawn {:?}", cmd.get_program()), e))?;
+        super::supervise::supervise(child, self.timeout, self.cap, uid)
+            .map_err(|e| sandbox_err("supervise the run".into(), e))
+    }
+
+    fn command(&self, dir: &Path, script: &str) -> Command {
+        if !self.mode.bwrap {
+            let mut cmd = Command::new(&self.python);
+            cmd.args(["-I", "-S", "-B", script]).current_dir(dir);
+            return cmd;
+        }
+        let mut cmd = Command::new("bwrap");
+        cmd.args(["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"])
+            .arg("--bind")
+            .arg(dir)
+            .args([JAIL_DIR, "--chdir", JAIL_DIR])
+            .args(["--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts"])
+            .args(["--die-with-parent", "--"])
+            .arg(&self.python)
+            .args(["-I", "-S", "-B", script]);
+        cmd
+    }
+
+    /// A trial run in the current mode: true when `pass` runs and exits 0.
+    fn probe(&self) -> bool {
+        let probe = Self { timeout: Duration::from_secs(10), ..self.clone() };
+        matches!(
+            probe.run_python(&[("probe.py", "pass\n")], "probe.py"),
+            Ok(RunOutput { status: RunStatus::Exit(0), .. })
+        )
+    }
+}
+
+fn positive_secs(field: &'static str, v: f64) -> Result<Duration, RewardError> {
+    if v > 0.0 && v.is_finite() {
+        Ok(Duration::from_secs_f64(v))
+    } else {
+        Err(RewardError::Config { field, value: v.to_string(), expected: "seconds > 0".into() })
+    }
+}
+
+fn sandbox_err(context: String, source: std::io::Error) -> RewardError {
+    RewardError::Sandbox { context, source }
+}
+
+/// Finds the real interpreter (following pyenv-style shims) by asking it, with the parent's
+/// environment, for `sys.executable`.
+fn resolve_python(configured: Option<&Path>) -> Result<PathBuf, RewardError> {
+    let candidate = match configured {
+        Some(p) => p.to_path_buf(),
+        None if Path::new("/usr/bin/python3").exists() => PathBuf::from("/usr/bin/python3"),
+        None => PathBuf::from("python3"),
+    };
+    let out = Command::new(&candidate)
+        .args(["-c", "import sys; print(sys.executable)"])
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| sandbox_err(format!("start {}", candidate.display()), e))?;
+    let exe = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    if !out.status.success() || exe.is_empty() {
+        return Err(RewardError::Invalid {
+            what: format!("python interpreter {}", candidate.display()),
+            expected: "a working python3 that reports sys.executable".into(),
+        });
+    }
+    Ok(PathBuf::from(exe))
+}
+
+fn chown(path: &Path, uid: u32) -> Result<(), RewardError> {
+    std::os::unix::fs::chown(path, Some(uid), Some(uid))
+        .map_err(|e| sandbox_err(format!("chown {}", path.display()), e))
+}
+
+/// A private directory under the system temp dir, removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn create() -> Result<Self, RewardError> {
+        let n = NEXT_DIR.fetch_add(1, Ordering::Relaxed);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+        let path =
+            std::env::temp_dir().join(format!("drift-sandbox-{}-{n}-{nanos}", std::process::id()));
+        fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&path)
+            .map_err(|e| sandbox_err(format!("create {}", path.display()), e))?;
+        Ok(Self(path))
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        // A run may have left read-only subdirectories: make them writable first.
+        if let Ok(entries) = fs::read_dir(&self.0) {
+            for e in entries.flatten() {
+                let _ = fs::set_permissions(e.path(), fs::Permissions::from_mode(0o700));
+            }
+        }
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}

@@ -1,0 +1,163 @@
+//! Captioned image grids (the before/after sample sheets of a training run): images are
+//! magnified, laid out row-major in a fixed number of columns, and each gets its caption,
+//! word-wrapped, in the built-in 5×7 font underneath.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use super::buffer::Image;
+use super::error::ImageError;
+use super::font::{draw_text, ADVANCE, GLYPH_HEIGHT};
+use super::png::write_png;
+
+/// Layout of a grid.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct GridOptions {
+    /// Images per row; default 4.
+    pub columns: usize,
+    /// Integer magnification of each image (nearest neighbour); default 4, so a 32×32 sample
+    /// becomes 128×128 and a caption line holds 21 characters.
+    pub scale: usize,
+    /// Pixels of margin around and between cells; default 6.
+    pub padding: usize,
+    /// Sheet colour; default white.
+    pub background: [u8; 3],
+    /// Caption colour; default black.
+    pub text: [u8; 3],
+}
+
+impl Default for GridOptions {
+    fn default() -> Self {
+        Self { columns: 4, scale: 4, padding: 6, background: [255; 3], text: [0; 3] }
+    }
+}
+
+/// Pixels between caption lines.
+const LINE_GAP: usize = 2;
+
+/// `text` broken into lines of at most `width` characters at spaces (a word longer than a line
+/// is split); always at least one line.
+#[must_use]
+pub fn wrap(text: &str, width: usize) -> Vec<String> {
+    let width = width.max(1);
+    let mut lines = vec![String::new()];
+    for word in text.split_whitespace() {
+        let chars: Vec<char> = word.chars().collect();
+        for piece in chars.chunks(width) {
+            let piece: String = piece.iter().collect();
+            let last = lines.last_mut().map_or(0, |l| l.chars().count());
+            if last > 0 && last + 1 + piece.chars().count() <= width {
+                if let Some(l) = lines.last_mut() {
+                    l.push(' ');
+                    l.push_str(&piece);
+                }
+            } else if last == 0 {
+                if let Some(l) = lines.last_mut() {
+                    l.push_str(&piece);
+                }
+            } else {
+                lines.push(piece);
+            }
+        }
+    }
+    lines
+}
+
+/// The grid of `images` with `captions[i]` under image `i`.
+///
+/// Fails when the two lists differ in length, when there are no images, or when `columns` or
+/// `scale` is 0. Images of different sizes are placed in cells sized for the largest.
+pub fn grid(images: &[Image], captions: &[&str], options: &GridOptions) -> Result<Image, ImageError> {
+    let arg = |name, value: usize, expected| ImageError::Argument { name, value: value.to_string(), expected };
+    if images.is_empty() {
+        return Err(arg("images.len()", 0, "at least one image"));
+    }
+    if captions.len() != images.len() {
+        return Err(arg("captions.len()", captions.len(), "one caption per image"));
+    }
+    if options.columns == 0 || options.scale == 0 {
+        let (name, v) = if options.columns == 0 { ("columns", 0) } else { ("scale", 0) };
+        return Err(arg(name, v, "a positive integer"));
+    }
+    let cell_w = images.iter().map(Image::width).max().unwrap_or(0) * options.scale;
+    let cell_img_h = images.iter().map(Image::height).max().unwrap_or(0) * options.scale;
+    let chars_per_line = (cell_w + 1) / ADVANCE;
+    let wrapped: Vec<Vec<String>> = captions.iter().map(|c| wrap(c, chars_per_line)).collect();
+    let lines = wrapped.iter().map(Vec::len).max().unwrap_or(1);
+    let caption_h = lines * (GLYPH_HEIGHT + LINE_GAP);
+    let cell_h = cell_img_h + options.padding / 2 + caption_h;
+    let cols = options.columns.min(images.len());
+    let rows = images.len().div_ceil(cols);
+    let pad = options.padding;
+    let mut sheet = Image::filled(
+        cols * (cell_w + pad) + pad,
+        rows * (cell_h + pad) + pad,
+        options.background,
+    );
+    for (i, (image, lines)) in images.iter().zip(&wrapped).enumerate() {
+        let x = pad + (i % cols) * (cell_w + pad);
+        let y = pad + (i / cols) * (cell_h + pad);
+        sheet.blit(&image.upscale(options.scale), x, y);
+        for (l, line) in lines.iter().enumerate() {
+            let ty = y + cell_img_h + pad / 2 + l * (GLYPH_HEIGHT + LINE_GAP);
+            draw_text(&mut sheet, x, ty, line, options.text, 1);
+        }
+    }
+    Ok(sheet)
+}
+
+/// Builds the grid of `images` and `captions` (see [`grid`]) and writes it to `path` as PNG.
+pub fn write_grid(
+    path: &Path,
+    images: &[Image],
+    captions: &[&str],
+    options: &GridOptions,
+) -> Result<(), ImageError> {
+    write_png(path, &grid(images, captions, options)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wraps_at_spaces_and_splits_long_words() {
+        assert_eq!(wrap("2 green triangles and 1 red square", 21), ["2 green triangles and", "1 red square"]);
+        assert_eq!(wrap("abcdefgh", 3), ["abc", "def", "gh"]);
+        assert_eq!(wrap("", 5), [""]);
+        assert_eq!(wrap("a b", 0), ["a", "b"]);
+    }
+
+    #[test]
+    fn lays_out_cells_and_captions() {
+        let red = Image::filled(32, 32, [255, 0, 0]);
+        let blue = Image::filled(32, 32, [0, 0, 255]);
+        let opts = GridOptions { columns: 2, ..GridOptions::default() };
+        let sheet = grid(&[red.clone(), blue.clone(), red], &["3 red circles", "x", "y"], &opts).unwrap();
+        // 2 columns of 128 px plus 3 paddings; 2 rows of (128 + 3 + 9) plus 3 paddings.
+        assert_eq!((sheet.width(), sheet.height()), (2 * 128 + 18, 2 * 140 + 18));
+        assert_eq!(sheet.get(6, 6), Some([255, 0, 0]));
+        assert_eq!(sheet.get(6 + 128 + 6, 6), Some([0, 0, 255]));
+        assert_eq!(sheet.get(5, 6), Some([255, 255, 255]));
+        // Some caption pixels are black under the first image, none under the blue one's
+        // right half (its caption is one character).
+        let caption_rows = 6 + 128 + 3..6 + 128 + 3 + GLYPH_HEIGHT;
+        let dark = |x0: usize, x1: usize| {
+            caption_rows.clone().flat_map(|y| (x0..x1).map(move |x| (x, y))).filter(|&(x, y)| sheet.get(x, y) == Some([0, 0, 0])).count()
+        };
+        assert!(dark(6, 6 + 128) > 20);
+        assert_eq!(dark(140 + 10, 140 + 128), 0);
+    }
+
+    #[test]
+    fn bad_arguments_are_errors() {
+        let img = Image::filled(8, 8, [0; 3]);
+        let opts = GridOptions::default();
+        assert!(grid(&[], &[], &opts).is_err());
+        assert!(grid(&[img.clone()], &[], &opts).unwrap_err().to_string().contains("captions"));
+        let zero = GridOptions { columns: 0, ..GridOptions::default() };
+        assert!(grid(&[img], &["a"], &zero).unwrap_err().to_string().contains("columns"));
+    }
+}

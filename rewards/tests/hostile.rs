@@ -1,0 +1,216 @@
+//! Hostile code against the sandbox, in every isolation mode available here (limits only,
+//! and bwrap when it works). Each case must end in bounded time with a failure recorded and
+//! nothing outside the sandbox touched.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use drift_rewards::code::sandbox::RunStatus;
+use drift_rewards::code::{CodeReward, CodeRewardConfig, Sandbox, SandboxConfig, SandboxMode};
+use drift_rewards::reward::{Reward, TextSample};
+
+/// The sandboxes to test: limits only, and bwrap when its probe succeeds.
+fn sandboxes() -> Vec<Arc<Sandbox>> {
+    let cfg = |mode| SandboxConfig {
+        mode,
+        timeout_s: 1.5,
+        memory_mb: 512,
+        file_size_mb: 16,
+        max_processes: 16,
+        max_output_bytes: 65_536,
+        ..SandboxConfig::default()
+    };
+    let mut out = vec![Arc::new(Sandbox::new(&cfg(SandboxMode::Limits)).unwrap())];
+    let auto = Sandbox::new(&cfg(SandboxMode::Auto)).unwrap();
+    if auto.mode().bwrap {
+        out.push(Arc::new(auto));
+    } else {
+        println!("bwrap is not usable here: only the limits-only mode is tested");
+    }
+    out
+}
+
+fn completion(code: &str) -> String {
+    format!("```python\n{code}\n```\n")
+}
+
+/// Scores `code` against one test `pass`ing trivially, returning (score, elapsed, details).
+fn score(sb: &Arc<Sandbox>, code: &str, test: &str) -> (f64, Duration, String) {
+    let reward = CodeReward::with_sandbox(&CodeRewardConfig::default(), Arc::clone(sb)).unwrap();
+    let sample = TextSample::new(vec![test.to_string()], completion(code));
+    let start = Instant::now();
+    let out = reward.evaluate_batch(std::slice::from_ref(&sample)).remove(0);
+    assert!(out.is_ok(), "{:?}", out.failure);
+    let exec = out.details.components[1].score;
+    (exec, start.elapsed(), format!("{:?}", out.details.tests))
+}
+
+fn assert_fails_fast(code: &str, bound: Duration) {
+    for sb in sandboxes() {
+        let (exec, took, details) = score(&sb, code, "pass");
+        assert_eq!(exec, 0.0, "mode {}: {details}", sb.mode());
+        assert!(took < bound, "mode {}: took {took:?}", sb.mode());
+        println!("mode {}: failed in {took:?}: {details}", sb.mode());
+    }
+}
+
+#[test]
+fn correct_solution_scores_full_under_all_limits() {
+    for sb in sandboxes() {
+        let reward =
+            CodeReward::with_sandbox(&CodeRewardConfig::default(), Arc::clone(&sb)).unwrap();
+        let tests = vec!["assert f(2) == 4".to_string(), "assert f(-3) == 9".to_string()];
+        let sample = TextSample::new(tests, completion("def f(x):\n    return x * x"));
+        let out = reward.evaluate_batch(&[sample]).remove(0);
+        assert_eq!(out.score, 2.5, "mode {}: {:?}", sb.mode(), out.details);
+    }
+}
+
+#[test]
+fn infinite_loop_times_out() {
+    assert_fails_fast("while True:\n    pass", Duration::from_secs(4));
+}
+
+#[test]
+fn allocating_16_gb_fails() {
+    assert_fails_fast("x = bytearray(16 * 1024 ** 3)\nx[-1] = 1", Duration::from_secs(4));
+}
+
+#[test]
+fn writing_a_2_gb_file_is_stopped() {
+    let code = "with open('big.bin', 'wb') as f:\n    for _ in range(2048):\n        f.write(b'\\0' * (1 << 20))";
+    assert_fails_fast(code, Duration::from_secs(4));
+}
+
+#[test]
+fn printing_1_gb_is_cut_off() {
+    for sb in sandboxes() {
+        let code =
+            "import sys\nb = 'x' * (1 << 20)\nfor _ in range(1024):\n    sys.stdout.write(b)\n";
+        let start = Instant::now();
+        let out = sb.run_python(&[("main.py", code)], "main.py").unwrap();
+        assert_eq!(out.status, RunStatus::OutputLimit, "mode {}", sb.mode());
+        assert!(out.stdout.len() <= 65_536);
+        assert!(start.elapsed() < Duration::from_secs(3), "mode {}", sb.mode());
+    }
+    assert_fails_fast("print('x' * (1 << 30))", Duration::from_secs(4));
+}
+
+#[test]
+fn fork_bomb_is_bounded_and_leaves_nothing_behind() {
+    let code =
+        "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n";
+    for sb in sandboxes() {
+        let start = Instant::now();
+        let out = sb.run_python(&[("main.py", code)], "main.py").unwrap();
+        assert_ne!(out.status, RunStatus::Exit(0), "mode {}", sb.mode());
+        assert!(
+            start.elapsed() < Duration::from_secs(4),
+            "mode {}: {:?}",
+            sb.mode(),
+            start.elapsed()
+        );
+        if let Some(uid) = out.uid {
+            let t = Instant::now();
+            while processes_of(uid) > 0 && t.elapsed() < Duration::from_secs(2) {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            assert_eq!(processes_of(uid), 0, "mode {}: processes of uid {uid} survived", sb.mode());
+        }
+        println!("mode {}: fork bomb ended as {} in {:?}", sb.mode(), out.status, out.elapsed);
+    }
+    assert_fails_fast(code, Duration::from_secs(4));
+}
+
+/// Live (not zombie) processes whose real uid is `uid`, from /proc.
+fn processes_of(uid: u32) -> usize {
+    let Ok(dir) = std::fs::read_dir("/proc") else { return 0 };
+    dir.flatten()
+        .filter_map(|e| std::fs::read_to_string(e.path().join("status")).ok())
+        .filter(|s| !s.lines().any(|l| l.starts_with("State:") && l.contains("Z (zombie)")))
+        .filter(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .is_some_and(|u| u == uid.to_string())
+        })
+        .count()
+}
+
+#[test]
+fn parent_environment_is_not_inherited() {
+    let name = format!("DRIFT_SECRET_{}", std::process::id());
+    std::env::set_var(&name, "hunter2");
+    for sb in sandboxes() {
+        let (seen, _, d) = score(
+            &sb,
+            &format!("import os\nv = os.environ.get('{name}')"),
+            "assert v == 'hunter2'",
+        );
+        assert_eq!(seen, 0.0, "mode {}: the child saw the parent's variable: {d}", sb.mode());
+        let (hidden, _, d) =
+            score(&sb, &format!("import os\nv = os.environ.get('{name}')"), "assert v is None");
+        assert_eq!(hidden, 1.0, "mode {}: {d}", sb.mode());
+    }
+}
+
+#[test]
+fn writes_outside_the_sandbox_do_not_land() {
+    let id = std::process::id();
+    let in_cwd = std::env::current_dir().unwrap().join(format!("drift-escape-{id}.txt"));
+    let outside = std::env::temp_dir().join(format!("drift-escape-dir-{id}"));
+    std::fs::create_dir_all(&outside).unwrap();
+    let abs = outside.join("x.txt");
+    for sb in sandboxes() {
+        let confined = sb.mode().bwrap || sb.mode().own_uid;
+        for target in [&in_cwd, &abs] {
+            let code = format!("open({:?}, 'w').write('escaped')", target.display().to_string());
+            let (exec, _, d) = score(&sb, &code, "pass");
+            let landed = target.exists();
+            let _ = std::fs::remove_file(target);
+            if confined {
+                assert!(!landed, "mode {}: {} was written", sb.mode(), target.display());
+                assert_eq!(exec, 0.0, "mode {}: {d}", sb.mode());
+            } else {
+                println!("mode {}: not confined (not root, no bwrap): write to {} landed={landed}; assertion skipped", sb.mode(), target.display());
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&outside);
+}
+
+#[test]
+fn network_is_blocked_under_bwrap() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let code =
+        format!("import socket\ns = socket.create_connection(('127.0.0.1', {port}), timeout=0.5)");
+    for sb in sandboxes() {
+        let (exec, _, d) = score(&sb, &code, "pass");
+        if sb.mode().bwrap {
+            assert_eq!(exec, 0.0, "mode {}: connected to the parent's socket: {d}", sb.mode());
+        } else {
+            println!("mode {}: network is NOT blocked without bwrap (connect scored {exec}); assertion skipped", sb.mode());
+        }
+    }
+    drop(listener);
+}
+
+#[test]
+fn temp_dirs_are_removed() {
+    let before = count_sandbox_dirs();
+    for sb in sandboxes() {
+        let _ = score(&sb, "open('junk.txt', 'w').write('x')", "pass");
+    }
+    // Other tests run concurrently, so only check that this test's dirs did not accumulate.
+    assert!(count_sandbox_dirs() <= before + 8);
+}
+
+fn count_sandbox_dirs() -> usize {
+    let prefix = format!("drift-sandbox-{}-", std::process::id());
+    std::fs::read_dir(std::env::temp_dir())
+        .map(|d| {
+            d.flatten().filter(|e| e.file_name().to_string_lossy().starts_with(&prefix)).count()
+        })
+        .unwrap_or(0)
+}
