@@ -1,0 +1,138 @@
+//! Bidirectional multi-head attention with grouped-query heads, RoPE and an optional padding
+//! mask, shared by LLaDA (arXiv 2502.09992) and Dream (arXiv 2508.15487).
+//!
+//! Masked diffusion LMs attend over the whole sequence: there is no causal mask. With a padding
+//! mask, query `i` may attend key `j` iff both are real tokens (Dream's
+//! `generation_utils.py` mask). A pad query then has no allowed key at all, and, as torch's
+//! `scaled_dot_product_attention` does for an all-false boolean row, its attention output is
+//! zero (not NaN, not uniform).
+
+use candle_core::{DType, Module, Tensor};
+use candle_nn::{Linear, VarBuilder};
+use drift_core::ops;
+
+use super::layers::{linear, Rotary};
+use crate::error::{DllmError, Result};
+
+/// Additive score bias for masked keys: finite, so an all-masked (pad) row stays finite before
+/// its output is zeroed, and far below any real score so masked keys get exactly zero weight.
+const MASKED_SCORE: f64 = -1e30;
+
+/// The shape of an attention layer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AttentionSpec {
+    /// Model width.
+    pub hidden: usize,
+    /// Query heads.
+    pub n_heads: usize,
+    /// Key/value heads; query head `h` uses kv head `h / (n_heads / n_kv_heads)`.
+    pub n_kv_heads: usize,
+    /// Biases on q, k and v (Dream: yes, LLaDA: no).
+    pub qkv_bias: bool,
+    /// Bias on the output projection.
+    pub out_bias: bool,
+}
+
+impl AttentionSpec {
+    /// Per-head width `hidden / n_heads`.
+    pub fn head_dim(&self) -> usize {
+        self.hidden / self.n_heads
+    }
+}
+
+/// The padding mask of a batch, prepared once per forward and shared by every layer.
+#[derive(Debug, Clone)]
+pub struct PaddingMask {
+    /// `[B, 1, 1, T]` f32: 0 for real keys, [`MASKED_SCORE`] for pads.
+    key_bias: Tensor,
+    /// `[B, 1, T, 1]`: 1 for real queries, 0 for pads (zero attention output), in the model
+    /// dtype.
+    query_keep: Tensor,
+}
+
+impl PaddingMask {
+    /// Builds the mask from `attention_mask: [B, T]` (any dtype; non-zero = real token).
+    pub fn new(attention_mask: &Tensor, dtype: DType) -> Result<Self> {
+        let (b, t) = attention_mask.dims2().map_err(|_| DllmError::Input {
+            name: "attention_mask",
+            got: format!("shape {:?}", attention_mask.dims()),
+            expected: "[B, T]".into(),
+        })?;
+        let real = attention_mask.ne(0u32)?.to_dtype(DType::F32)?;
+        // (real − 1)·|MASKED_SCORE|: exactly 0 for real keys, MASKED_SCORE for pads.
+        let key_bias = ((&real - 1.0)? * -MASKED_SCORE)?.reshape((b, 1, 1, t))?;
+        let query_keep = real.to_dtype(dtype)?.reshape((b, 1, t, 1))?;
+        Ok(Self { key_bias, query_keep })
+    }
+}
+
+/// Self-attention `softmax(q kᵀ / √D + mask) v` followed by the output projection.
+#[derive(Debug, Clone)]
+pub struct Attention {
+    q: Linear,
+    k: Linear,
+    v: Linear,
+    o: Linear,
+    spec: AttentionSpec,
+}
+
+impl Attention {
+    /// Loads the projections under the names `[q, k, v, o]` (LLaDA: `q_proj`, `k_proj`,
+    /// `v_proj`, `attn_out`; Dream: `self_attn.{q,k,v,o}_proj`).
+    pub fn new(spec: AttentionSpec, vb: &VarBuilder, names: [&str; 4]) -> Result<Self> {
+        let kv = spec.n_kv_heads * spec.head_dim();
+        Ok(Self {
+            q: linear(spec.hidden, spec.hidden, spec.qkv_bias, vb, names[0])?,
+            k: linear(spec.hidden, kv, spec.qkv_bias, vb, names[1])?,
+            v: linear(spec.hidden, kv, spec.qkv_bias, vb, names[2])?,
+            o: linear(spec.hidden, spec.hidden, spec.out_bias, vb, names[3])?,
+            spec,
+        })
+    }
+
+    fn heads(&self, x: &Tensor, n: usize) -> Result<Tensor> {
+        let (b, t, _) = x.dims3()?;
+        Ok(x.reshape((b, t, n, self.spec.head_dim()))?.transpose(1, 2)?)
+    }
+
+    /// Attention over `x: [B, T, hidden]` with rotary tables `rope = (cos, sin)` for positions
+    /// `0..T` and an optional padding mask.
+    pub fn forward(
+        &self,
+        x: &Tensor,
+        rope: &(Tensor, Tensor),
+        mask: Option<&PaddingMask>,
+    ) -> Result<Tensor> {
+        let (b, t, _) = x.dims3()?;
+        let s = self.spec;
+        let q = Rotary::apply(&self.heads(&self.q.forward(x)?, s.n_heads)?, &rope.0, &rope.1)?;
+        let k = Rotary::apply(&self.heads(&self.k.forward(x)?, s.n_kv_heads)?, &rope.0, &rope.1)?;
+        let v = self.heads(&self.v.forward(x)?, s.n_kv_heads)?;
+        let groups = s.n_heads / s.n_kv_heads;
+        let (k, v) = (repeat_kv(&k, groups)?, repeat_kv(&v, groups)?);
+
+        let scale = 1.0 / (s.head_dim() as f64).sqrt();
+        let scores = (q.contiguous()?.matmul(&k.t()?.contiguous()?)? * scale)?;
+        let mut scores = scores.to_dtype(DType::F32)?;
+        if let Some(m) = mask {
+            scores = scores.broadcast_add(&m.key_bias)?;
+        }
+        let probs = ops::softmax_last_dim(&scores)?.to_dtype(v.dtype())?;
+        let mut out = probs.matmul(&v.contiguous()?)?;
+        if let Some(m) = mask {
+            out = out.broadcast_mul(&m.query_keep)?;
+        }
+        let out = out.transpose(1, 2)?.reshape((b, t, s.hidden))?;
+        Ok(self.o.forward(&out)?)
+    }
+}
+
+/// Repeats each of `n_kv` key/value heads `groups` times along the head axis, so query head
+/// `h` meets kv head `h / groups` (HF `repeat_kv`): `[B, n_kv, T, D] → [B, n_kv·groups, T, D]`.
+pub fn repeat_kv(x: &Tensor, groups: usize) -> Result<Tensor> {
+    if groups == 1 {
+        return Ok(x.clone());
+    }
+    let (b, n_kv, t, d) = x.dims4()?;
+    Ok(x.unsqueeze(2)?.expand((b, n_kv, groups, t, d))?.reshape((b, n_kv * groups, t, d))?)
+}

@@ -1,0 +1,120 @@
+//! The small building blocks both architectures share: RMSNorm, linear layers, the SwiGLU MLP
+//! and the rotary tables. Every normalisation and rotation goes through `drift_core::ops`, which
+//! keeps the autograd graph when a weight or input is tracked (DESIGN.md §6).
+
+use candle_core::{DType, Device, Module, Tensor};
+use candle_nn::{Init, Linear, VarBuilder};
+use drift_core::ops;
+
+use crate::error::Result;
+
+/// Standard deviation of the normal initialisation of fresh linear and embedding weights
+/// (GPT-2 / OLMo style `N(0, 0.02²)`); norm gains start at 1 and biases at 0. Ignored when
+/// weights come from a checkpoint.
+pub const INIT_STD: f64 = 0.02;
+
+/// The initialisation hint for fresh weight matrices.
+pub(crate) const WEIGHT_INIT: Init = Init::Randn { mean: 0.0, stdev: INIT_STD };
+
+/// A linear layer `y = x Wᵀ (+ b)` with `W: [out, in]` under `vb.pp(name)`.
+pub(crate) fn linear(
+    in_dim: usize,
+    out_dim: usize,
+    bias: bool,
+    vb: &VarBuilder,
+    name: &str,
+) -> Result<Linear> {
+    let vb = vb.pp(name);
+    let weight = vb.get_with_hints((out_dim, in_dim), "weight", WEIGHT_INIT)?;
+    let bias =
+        if bias { Some(vb.get_with_hints(out_dim, "bias", Init::Const(0.0))?) } else { None };
+    Ok(Linear::new(weight, bias))
+}
+
+/// RMSNorm `w ⊙ x / √(mean(x²) + eps)` (Zhang & Sennrich 2019), computed in f32, weight under
+/// `vb.pp(name).weight`.
+#[derive(Debug, Clone)]
+pub struct RmsNorm {
+    weight: Tensor,
+    eps: f32,
+}
+
+impl RmsNorm {
+    /// Loads the gain `[size]` from `vb.pp(name)`.
+    pub fn new(size: usize, eps: f64, vb: &VarBuilder, name: &str) -> Result<Self> {
+        let weight = vb.pp(name).get_with_hints(size, "weight", Init::Const(1.0))?;
+        Ok(Self { weight, eps: eps as f32 })
+    }
+
+    /// Normalises the last dimension of `x`.
+    pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        Ok(ops::rms_norm(x, &self.weight, self.eps)?)
+    }
+}
+
+/// The SwiGLU MLP `down(silu(gate(x)) ⊙ up(x))` (Shazeer 2020), as in LLaMA, LLaDA and Qwen2.
+#[derive(Debug, Clone)]
+pub struct SwiGlu {
+    gate: Linear,
+    up: Linear,
+    down: Linear,
+}
+
+impl SwiGlu {
+    /// Loads the three projections under the names `[gate, up, down]` (LLaDA: `ff_proj`,
+    /// `up_proj`, `ff_out`; Dream: `mlp.gate_proj`, `mlp.up_proj`, `mlp.down_proj`).
+    pub fn new(
+        d_model: usize,
+        hidden: usize,
+        bias: bool,
+        vb: &VarBuilder,
+        names: [&str; 3],
+    ) -> Result<Self> {
+        Ok(Self {
+            gate: linear(d_model, hidden, bias, vb, names[0])?,
+            up: linear(d_model, hidden, bias, vb, names[1])?,
+            down: linear(hidden, d_model, bias, vb, names[2])?,
+        })
+    }
+
+    /// Applies the MLP to `x: [B, T, d_model]`.
+    pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        let gate = candle_nn::ops::silu(&self.gate.forward(x)?)?;
+        Ok(self.down.forward(&(gate * self.up.forward(x)?)?)?)
+    }
+}
+
+/// Rotary position embedding tables in the half-split layout (RoFormer, Su et al. 2021;
+/// GPT-NeoX / HF Llama): `inv_freq[j] = θ^(−2j/D)`, `angle[p, j] = p · inv_freq[j]`, computed in
+/// f32 as LLaDA (`rope_full_precision`) and Qwen2 do.
+#[derive(Debug, Clone)]
+pub struct Rotary {
+    inv_freq: Tensor,
+}
+
+impl Rotary {
+    /// Tables for head dimension `head_dim` (even) and base `theta`.
+    pub fn new(head_dim: usize, theta: f64, device: &Device) -> Result<Self> {
+        let inv: Vec<f32> = (0..head_dim / 2)
+            .map(|j| 1.0 / (theta as f32).powf((2 * j) as f32 / head_dim as f32))
+            .collect();
+        let n = inv.len();
+        Ok(Self { inv_freq: Tensor::from_vec(inv, (1, n), device)? })
+    }
+
+    /// `(cos, sin)`, each `[T, D/2]` f32, for positions `0..T`.
+    pub fn tables(&self, seq_len: usize) -> Result<(Tensor, Tensor)> {
+        let pos = Tensor::arange(0u32, seq_len as u32, self.inv_freq.device())?
+            .to_dtype(DType::F32)?
+            .reshape((seq_len, 1))?;
+        let angles = pos.matmul(&self.inv_freq)?;
+        Ok((angles.cos()?, angles.sin()?))
+    }
+
+    /// Rotates `x: [B, H, T, D]` in f32 and returns it in `x`'s dtype.
+    pub fn apply(x: &Tensor, cos: &Tensor, sin: &Tensor) -> Result<Tensor> {
+        let dtype = x.dtype();
+        let y = ops::rope(&x.to_dtype(DType::F32)?, cos, sin)?;
+        Ok(y.to_dtype(dtype)?)
+    }
+}

@@ -1,0 +1,232 @@
+//! [`DiffusionLm`]: one type for both architectures, implementing
+//! [`MaskPredictor`](drift_samplers::MaskPredictor) with Dream's logit shift inside.
+
+use std::collections::HashMap;
+
+use candle_core::{DType, Device, Tensor};
+use candle_nn::VarMap;
+use drift_samplers::MaskPredictor;
+
+use super::config::{Architecture, ModelConfig};
+use super::dream::DreamModel;
+use super::llada::LladaModel;
+use super::weights::{build_with, Source, WeightBackend};
+use crate::error::{DllmError, Result};
+use crate::tokenizer::Tokenizer;
+
+/// The network of either architecture.
+#[derive(Debug, Clone)]
+pub enum Network {
+    /// LLaDA.
+    Llada(LladaModel),
+    /// Dream / DiffuCoder.
+    Dream(DreamModel),
+}
+
+impl Network {
+    /// Builds the network `cfg` describes from `vb`.
+    pub fn new(cfg: &ModelConfig, vb: &candle_nn::VarBuilder) -> Result<Self> {
+        Ok(match cfg {
+            ModelConfig::Llada(c) => Network::Llada(LladaModel::new(c, vb)?),
+            ModelConfig::Dream(c) => Network::Dream(DreamModel::new(c, vb)?),
+        })
+    }
+
+    /// Raw logits `[B, T, V]` (f32) as the architecture's own code returns them.
+    pub fn forward(&self, ids: &Tensor, mask: Option<&Tensor>) -> Result<Tensor> {
+        match self {
+            Network::Llada(m) => m.forward(ids, mask),
+            Network::Dream(m) => m.forward(ids, mask),
+        }
+    }
+}
+
+/// How to materialise weights: dtype, device, and trainable (`Var`s in a `VarMap`) or frozen
+/// (plain tensors, which never get gradients: reference models, rollout-only copies).
+#[derive(Debug, Clone)]
+pub struct LoadOptions {
+    /// Weight dtype (default f32; bf16/f16 are meant for CUDA; logits are always f32).
+    pub dtype: DType,
+    /// Device for the weights.
+    pub device: Device,
+    /// Whether weights become `Var`s in a `VarMap` (default false).
+    pub trainable: bool,
+}
+
+impl Default for LoadOptions {
+    fn default() -> Self {
+        Self { dtype: DType::F32, device: Device::Cpu, trainable: false }
+    }
+}
+
+impl LoadOptions {
+    /// Frozen f32 weights on the CPU.
+    pub fn frozen() -> Self {
+        Self::default()
+    }
+    /// Trainable f32 weights on the CPU.
+    pub fn trainable() -> Self {
+        Self { trainable: true, ..Self::default() }
+    }
+}
+
+/// A masked diffusion LM of either architecture, its weights, config and (optional) tokenizer.
+///
+/// `logits` follows the [`MaskPredictor`] convention: `logits[b, i]` scores the token at `i`.
+/// For Dream (AR-initialised, arXiv 2508.15487) the raw output is shifted right by one:
+/// `shifted[:, 0] = raw[:, 0]`, `shifted[:, i] = raw[:, i−1]` (Dream's `generation_utils.py`).
+#[derive(Clone)]
+pub struct DiffusionLm {
+    net: Network,
+    config: ModelConfig,
+    weights: Vec<(String, Tensor)>,
+    varmap: Option<VarMap>,
+    tokenizer: Option<Tokenizer>,
+    dtype: DType,
+    device: Device,
+}
+
+impl DiffusionLm {
+    /// Builds the model for `config` from `source`, as `opts` says.
+    pub(crate) fn build(config: ModelConfig, source: Source, opts: &LoadOptions) -> Result<Self> {
+        config.validate()?;
+        let varmap = opts.trainable.then(VarMap::new);
+        let (backend, record) = WeightBackend::new(source, varmap.clone());
+        let (net, weights) =
+            build_with(backend, record, opts.dtype, &opts.device, |vb| Network::new(&config, vb))?;
+        Ok(Self {
+            net,
+            config,
+            weights,
+            varmap,
+            tokenizer: None,
+            dtype: opts.dtype,
+            device: opts.device.clone(),
+        })
+    }
+
+    /// A freshly initialised model (linear and embedding weights `N(0, 0.02²)`, norm gains 1,
+    /// biases 0), every tensor drawn under `key.stream(tensor name)`: reproducible from the key.
+    pub fn init(
+        config: ModelConfig,
+        key: drift_core::rng::RngKey,
+        opts: &LoadOptions,
+    ) -> Result<Self> {
+        Self::build(config, Source::Init(key), opts)
+    }
+
+    /// The same model with `tokenizer` attached.
+    #[must_use]
+    pub fn with_tokenizer(mut self, tokenizer: Tokenizer) -> Self {
+        self.tokenizer = Some(tokenizer);
+        self
+    }
+
+    /// A frozen view over the same storage: no `Var`s, so its forward records no graph and
+    /// uses the fused kernels, yet it sees every in-place optimizer update of the original
+    /// (`Tensor::detach` shares storage, DESIGN.md §6).
+    pub fn detached(&self) -> Result<Self> {
+        let map: HashMap<String, Tensor> =
+            self.weights.iter().map(|(n, t)| (n.clone(), t.detach())).collect();
+        let opts = LoadOptions { dtype: self.dtype, device: self.device.clone(), trainable: false };
+        let mut view = Self::build(self.config.clone(), Source::Tensors(map), &opts)?;
+        view.tokenizer = self.tokenizer.clone();
+        Ok(view)
+    }
+
+    /// Raw logits `[B, T, V]` (f32) exactly as the architecture's reference code returns them
+    /// (for Dream: unshifted).
+    pub fn raw_logits(&self, ids: &Tensor, attention_mask: Option<&Tensor>) -> Result<Tensor> {
+        self.check_ids(ids)?;
+        self.net.forward(ids, attention_mask)
+    }
+
+    /// Logits `[B, T, V]` (f32) where position `i` scores the token at `i` (Dream's shift
+    /// applied), with an optional `[B, T]` padding mask (non-zero = real token).
+    pub fn position_logits(&self, ids: &Tensor, attention_mask: Option<&Tensor>) -> Result<Tensor> {
+        let raw = self.raw_logits(ids, attention_mask)?;
+        match self.config.architecture() {
+            Architecture::Llada => Ok(raw),
+            Architecture::Dream => shift_logits(&raw),
+        }
+    }
+
+    fn check_ids(&self, ids: &Tensor) -> Result<()> {
+        let ok_dtype = matches!(ids.dtype(), DType::U32 | DType::I64 | DType::U8);
+        if ids.rank() != 2 || !ok_dtype {
+            return Err(DllmError::Input {
+                name: "ids",
+                got: format!("{:?} {:?}", ids.dtype(), ids.dims()),
+                expected: "an integer (u32/i64) tensor [B, T]".into(),
+            });
+        }
+        Ok(())
+    }
+
+    /// The parsed config.
+    pub fn config(&self) -> &ModelConfig {
+        &self.config
+    }
+    /// The network.
+    pub fn network(&self) -> &Network {
+        &self.net
+    }
+    /// The attached tokenizer, if any.
+    pub fn tokenizer(&self) -> Option<&Tokenizer> {
+        self.tokenizer.as_ref()
+    }
+    /// The `VarMap` holding the trainable weights (`None` when frozen).
+    pub fn varmap(&self) -> Option<&VarMap> {
+        self.varmap.as_ref()
+    }
+    /// Every weight tensor by checkpoint name, in the order the model requested them.
+    pub fn weights(&self) -> &[(String, Tensor)] {
+        &self.weights
+    }
+    /// Total number of scalar parameters.
+    pub fn num_parameters(&self) -> usize {
+        self.weights.iter().map(|(_, t)| t.elem_count()).sum()
+    }
+    /// Weight dtype.
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+    /// Weight device.
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+}
+
+impl std::fmt::Debug for DiffusionLm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DiffusionLm")
+            .field("architecture", &self.config.architecture())
+            .field("parameters", &self.num_parameters())
+            .field("trainable", &self.varmap.is_some())
+            .field("dtype", &self.dtype)
+            .field("device", &self.device)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Dream's shift from "raw `i` predicts `i+1`" to "logits `i` score token `i`":
+/// `shifted = cat(raw[:, :1], raw[:, :T−1])` along the sequence axis.
+pub fn shift_logits(raw: &Tensor) -> Result<Tensor> {
+    let t = raw.dim(1)?;
+    if t <= 1 {
+        return Ok(raw.clone());
+    }
+    Ok(Tensor::cat(&[raw.narrow(1, 0, 1)?, raw.narrow(1, 0, t - 1)?], 1)?)
+}
+
+impl MaskPredictor for DiffusionLm {
+    fn logits(&self, ids: &Tensor, attention_mask: Option<&Tensor>) -> candle_core::Result<Tensor> {
+        self.position_logits(ids, attention_mask).map_err(DllmError::into_candle)
+    }
+    fn mask_id(&self) -> u32 {
+        self.config.mask_id()
+    }
+    fn vocab_size(&self) -> usize {
+        self.config.logit_width()
+    }
+}
