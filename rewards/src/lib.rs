@@ -7,8 +7,11 @@
 pub mod code;
 pub mod combine;
 pub mod error;
+pub mod image;
 pub mod pool;
 pub mod reward;
+pub mod shapes;
+pub mod verifiers;
 
 pub use error::RewardError;
 pub use reward::{Details, Evaluation, Failure, FailureKind, Outcome, Reward};
