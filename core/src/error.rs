@@ -53,6 +53,24 @@ pub enum CoreError {
         expected: &'static str,
     },
 
+    /// A checkpoint that cannot be written or read back as it was written.
+    #[error("checkpoint {path}: {reason}")]
+    Checkpoint {
+        /// The checkpoint directory or file.
+        path: std::path::PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+
+    /// A file could not be read or written.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: std::path::PathBuf,
+        /// The operating system's error.
+        source: std::io::Error,
+    },
+
     /// Loss inputs that do not fit together (for example a precomputed KL with a log-prob KL
     /// estimator).
     #[error("{0}")]
@@ -76,4 +94,12 @@ pub(crate) fn expect_dims(
         });
     }
     Ok(())
+}
+
+/// Attaches a path to an I/O error.
+pub(crate) fn io_err(
+    path: impl Into<std::path::PathBuf>,
+) -> impl FnOnce(std::io::Error) -> CoreError {
+    let path = path.into();
+    move |source| CoreError::Io { path, source }
 }

@@ -27,11 +27,16 @@
 //! # Ok::<(), drift_core::CoreError>(())
 //! ```
 
+// Config checks are written `!(x > 0.0)` on purpose: unlike `x <= 0.0`, they also reject NaN.
+#![allow(clippy::neg_cmp_op_on_partial_ord)]
+
 pub mod advantage;
 pub mod error;
 pub mod groups;
 pub mod loss;
+pub mod metrics;
 pub mod ops;
 pub mod rng;
+pub mod train;
 
 pub use error::{CoreError, Result};

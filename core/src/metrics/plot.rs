@@ -1,0 +1,172 @@
+//! PNG line plots of a metrics file: one panel per metric against `step`.
+
+use std::path::Path;
+
+use super::font::{draw_text, text_width};
+use super::jsonl::read_metrics;
+use crate::error::{CoreError, Result};
+
+const W: u32 = 900;
+const PANEL_H: u32 = 240;
+const MARGIN_L: u32 = 90;
+const MARGIN_R: u32 = 20;
+const MARGIN_T: u32 = 28;
+const MARGIN_B: u32 = 34;
+const BG: [u8; 3] = [255, 255, 255];
+const AXIS: [u8; 3] = [60, 60, 60];
+const GRID: [u8; 3] = [228, 228, 228];
+const LINE: [u8; 3] = [31, 119, 180];
+
+struct Canvas {
+    buf: Vec<u8>,
+    w: u32,
+    h: u32,
+}
+
+impl Canvas {
+    fn new(w: u32, h: u32) -> Self {
+        Self { buf: BG.repeat((w * h) as usize), w, h }
+    }
+
+    fn dot(&mut self, x: i64, y: i64, rgb: [u8; 3]) {
+        if x >= 0 && y >= 0 && x < i64::from(self.w) && y < i64::from(self.h) {
+            let o = ((y as u32 * self.w + x as u32) * 3) as usize;
+            self.buf[o..o + 3].copy_from_slice(&rgb);
+        }
+    }
+
+    /// Bresenham's line, 2 px thick.
+    fn line(&mut self, (x0, y0): (i64, i64), (x1, y1): (i64, i64), rgb: [u8; 3], thick: bool) {
+        let (dx, dy) = ((x1 - x0).abs(), -(y1 - y0).abs());
+        let (sx, sy) = (if x0 < x1 { 1 } else { -1 }, if y0 < y1 { 1 } else { -1 });
+        let (mut x, mut y, mut err) = (x0, y0, dx + dy);
+        loop {
+            self.dot(x, y, rgb);
+            if thick {
+                self.dot(x, y + 1, rgb);
+            }
+            if x == x1 && y == y1 {
+                break;
+            }
+            let e2 = 2 * err;
+            if e2 >= dy {
+                err += dy;
+                x += sx;
+            }
+            if e2 <= dx {
+                err += dx;
+                y += sy;
+            }
+        }
+    }
+
+    fn text(&mut self, x: i64, y: i64, s: &str) {
+        draw_text(&mut self.buf, (self.w, self.h), (x, y), s, 1, AXIS);
+    }
+}
+
+fn tick_label(v: f64) -> String {
+    let a = v.abs();
+    if a != 0.0 && !(1e-3..1e5).contains(&a) {
+        format!("{v:.2e}")
+    } else if a >= 100.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.3}")
+    }
+}
+
+/// One metric's points `(step, value)`; non-finite or missing values are gaps.
+fn series(rows: &[super::MetricsRow], key: &str) -> Vec<(f64, Option<f64>)> {
+    rows.iter()
+        .filter_map(|r| {
+            let step = r.get("step")?.as_f64()?;
+            let v = r.get(key)?;
+            Some((step, v.as_f64().filter(|x| x.is_finite())))
+        })
+        .collect()
+}
+
+fn panel(c: &mut Canvas, top: u32, key: &str, pts: &[(f64, Option<f64>)]) {
+    let (x0, x1) = (MARGIN_L as i64, (W - MARGIN_R) as i64);
+    let (y0, y1) = ((top + MARGIN_T) as i64, (top + PANEL_H - MARGIN_B) as i64);
+    let finite: Vec<f64> = pts.iter().filter_map(|p| p.1).collect();
+    let (mut lo, mut hi) =
+        finite.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &v| (a.min(v), b.max(v)));
+    if !lo.is_finite() {
+        (lo, hi) = (0.0, 1.0);
+    } else if hi - lo < 1e-12 {
+        (lo, hi) = (lo - 0.5 * lo.abs().max(1.0), hi + 0.5 * hi.abs().max(1.0));
+    } else {
+        let pad = 0.05 * (hi - lo);
+        (lo, hi) = (lo - pad, hi + pad);
+    }
+    let (smin, smax) =
+        pts.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), p| (a.min(p.0), b.max(p.0)));
+    let (smin, smax) = if smax > smin { (smin, smax) } else { (smin - 1.0, smin + 1.0) };
+    let px = |s: f64| x0 + ((s - smin) / (smax - smin) * (x1 - x0) as f64).round() as i64;
+    let py = |v: f64| y1 - ((v - lo) / (hi - lo) * (y1 - y0) as f64).round() as i64;
+    for i in 0..=4 {
+        let v = lo + (hi - lo) * f64::from(i) / 4.0;
+        let y = py(v);
+        c.line((x0, y), (x1, y), GRID, false);
+        let label = tick_label(v);
+        c.text(x0 - 6 - i64::from(text_width(&label, 1)), y - 3, &label);
+    }
+    for i in 0..=4 {
+        let s = smin + (smax - smin) * f64::from(i) / 4.0;
+        let label = format!("{}", s.round() as i64);
+        let x = px(s);
+        c.line((x, y1), (x, y1 + 4), AXIS, false);
+        c.text(x - i64::from(text_width(&label, 1)) / 2, y1 + 8, &label);
+    }
+    c.line((x0, y0), (x0, y1), AXIS, false);
+    c.line((x0, y1), (x1, y1), AXIS, false);
+    c.text(x0, (top + 8) as i64, key);
+    c.text(x1 - i64::from(text_width("step", 1)), y1 + 20, "step");
+    let mut prev: Option<(i64, i64)> = None;
+    for &(s, v) in pts {
+        match v {
+            Some(v) => {
+                let p = (px(s), py(v));
+                match prev {
+                    Some(q) => c.line(q, p, LINE, true),
+                    None => c.dot(p.0, p.1, LINE),
+                }
+                prev = Some(p);
+            }
+            None => prev = None,
+        }
+    }
+}
+
+/// Writes a PNG with one panel per metric of `keys` (every numeric metric but `step` and
+/// `time_s` when `keys` is empty, in name order), read from the JSONL metrics file `metrics`. Returns the
+/// metrics plotted.
+pub fn plot_metrics(metrics: &Path, keys: &[&str], out: &Path) -> Result<Vec<String>> {
+    let rows = read_metrics(metrics)?;
+    let mut names: Vec<String> = keys.iter().map(|k| k.to_string()).collect();
+    if names.is_empty() {
+        for r in &rows {
+            for (k, v) in r {
+                if k != "step" && k != "time_s" && v.is_number() && !names.contains(k) {
+                    names.push(k.clone());
+                }
+            }
+        }
+    }
+    if let Some(missing) = names.iter().find(|k| series(&rows, k).is_empty()) {
+        return Err(CoreError::Mismatch(format!(
+            "{}: no metric named `{missing}` in any line",
+            metrics.display()
+        )));
+    }
+    let h = PANEL_H * names.len().max(1) as u32;
+    let mut c = Canvas::new(W, h);
+    for (i, key) in names.iter().enumerate() {
+        panel(&mut c, i as u32 * PANEL_H, key, &series(&rows, key));
+    }
+    let img = image::RgbImage::from_raw(W, h, c.buf).expect("buffer matches its size");
+    img.save(out).map_err(|e| CoreError::Mismatch(format!("{}: {e}", out.display())))?;
+    Ok(names)
+}

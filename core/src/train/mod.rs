@@ -1,0 +1,19 @@
+//! Training plumbing shared by every trainer: parameter sets, AdamW with checkpointable
+//! state, learning-rate schedules, global-norm clipping and accumulation, a non-finite guard,
+//! weight EMA, and atomic checkpoints with exact resume.
+
+mod adamw;
+mod checkpoint;
+mod ema;
+mod grads;
+mod optimizer;
+mod params;
+mod schedule;
+
+pub use adamw::{AdamW, AdamWConfig};
+pub use checkpoint::{verify, CheckpointMeta, Checkpointer, Rejected};
+pub use ema::{Ema, EmaConfig};
+pub use grads::Grads;
+pub use optimizer::{OptimConfig, Optimizer, SkipReason, StepReport};
+pub use params::{frozen_copy, ParamSet};
+pub use schedule::LrSchedule;

@@ -1,0 +1,157 @@
+//! One optimizer step: non-finite guard, global-norm clipping, scheduled AdamW, EMA.
+
+use serde::{Deserialize, Serialize};
+
+use super::adamw::{AdamW, AdamWConfig};
+use super::ema::{Ema, EmaConfig};
+use super::grads::Grads;
+use super::params::ParamSet;
+use super::schedule::LrSchedule;
+use crate::error::{CoreError, Result};
+
+/// Everything about how parameters are updated, as one TOML table.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct OptimConfig {
+    /// AdamW hyperparameters.
+    pub adamw: AdamWConfig,
+    /// Learning-rate schedule. Default constant.
+    pub schedule: LrSchedule,
+    /// Global-norm clip; none when unset. Default 1.0 (Flow-GRPO; the dLLM references use 0.2).
+    pub max_grad_norm: Option<f64>,
+    /// Weight EMA for evaluation; none when unset.
+    pub ema: Option<EmaConfig>,
+}
+
+impl Default for OptimConfig {
+    fn default() -> Self {
+        Self {
+            adamw: AdamWConfig::default(),
+            schedule: LrSchedule::Constant,
+            max_grad_norm: Some(1.0),
+            ema: None,
+        }
+    }
+}
+
+/// Why a step was not applied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SkipReason {
+    /// The loss was `NaN` or `±inf`.
+    NonFiniteLoss,
+    /// A gradient entry was `NaN` or `±inf`.
+    NonFiniteGradient,
+}
+
+/// What one call to [`Optimizer::step`] did.
+#[must_use]
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct StepReport {
+    /// Whether the weights were updated.
+    pub applied: bool,
+    /// Why not, when they were not.
+    pub skipped: Option<SkipReason>,
+    /// The gradient's global norm before clipping (`grad/norm`).
+    pub grad_norm: f64,
+    /// The learning rate used (`lr`).
+    pub lr: f64,
+}
+
+/// Trainable parameters with their AdamW state, schedule position, clip and EMA.
+#[derive(Debug, Clone)]
+pub struct Optimizer {
+    cfg: OptimConfig,
+    params: ParamSet,
+    adamw: AdamW,
+    ema: Option<Ema>,
+    step: u64,
+    skipped: u64,
+}
+
+impl Optimizer {
+    /// An optimizer over `params`.
+    pub fn new(cfg: OptimConfig, params: ParamSet) -> Result<Self> {
+        cfg.schedule.validate()?;
+        if let Some(c) = cfg.max_grad_norm {
+            if !(c > 0.0) {
+                return Err(CoreError::Config {
+                    field: "optimizer.max_grad_norm",
+                    value: c.to_string(),
+                    expected: "a number > 0, or no value for no clipping",
+                });
+            }
+        }
+        let ema = cfg.ema.map(|e| Ema::new(e, &params)).transpose()?;
+        Ok(Self { adamw: AdamW::new(cfg.adamw)?, cfg, params, ema, step: 0, skipped: 0 })
+    }
+
+    /// Applies `grads` unless `loss` or a gradient is not finite; a skipped step leaves the
+    /// weights, the moments, the schedule position and the EMA exactly as they were.
+    pub fn step(&mut self, loss: f64, mut grads: Grads) -> Result<StepReport> {
+        let lr = self.cfg.adamw.lr * self.cfg.schedule.factor(self.step);
+        if !loss.is_finite() {
+            self.skipped += 1;
+            let report = StepReport {
+                applied: false,
+                skipped: Some(SkipReason::NonFiniteLoss),
+                grad_norm: f64::NAN,
+                lr,
+            };
+            return Ok(report);
+        }
+        let grad_norm = match self.cfg.max_grad_norm {
+            Some(max) => grads.clip_global_norm(max)?,
+            None => grads.global_norm()?,
+        };
+        if !grad_norm.is_finite() {
+            self.skipped += 1;
+            let skipped = Some(SkipReason::NonFiniteGradient);
+            return Ok(StepReport { applied: false, skipped, grad_norm, lr });
+        }
+        self.adamw.step(&self.params, &grads, lr)?;
+        self.step += 1;
+        if let Some(ema) = &mut self.ema {
+            ema.update(self.step, &self.params)?;
+        }
+        Ok(StepReport { applied: true, skipped: None, grad_norm, lr })
+    }
+
+    /// Updates applied so far (the schedule position).
+    pub fn step_count(&self) -> u64 {
+        self.step
+    }
+
+    /// Steps skipped for non-finite values so far.
+    pub fn skipped_count(&self) -> u64 {
+        self.skipped
+    }
+
+    /// The trainable parameters.
+    pub fn params(&self) -> &ParamSet {
+        &self.params
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &OptimConfig {
+        &self.cfg
+    }
+
+    /// The AdamW state (for checkpoints).
+    pub fn adamw(&self) -> &AdamW {
+        &self.adamw
+    }
+
+    /// The EMA, when configured.
+    pub fn ema(&self) -> Option<&Ema> {
+        self.ema.as_ref()
+    }
+
+    pub(crate) fn restore(&mut self, step: u64, skipped: u64, adamw: AdamW, ema: Option<Ema>) {
+        self.step = step;
+        self.skipped = skipped;
+        self.adamw = adamw;
+        if ema.is_some() {
+            self.ema = ema;
+        }
+    }
+}
