@@ -8,10 +8,12 @@ pub mod code;
 pub mod combine;
 pub mod error;
 pub mod image;
+pub mod jsonl;
 pub mod pool;
 pub mod reward;
 pub mod shapes;
 pub mod verifiers;
+pub mod worlds;
 
 pub use error::RewardError;
 pub use reward::{Details, Evaluation, Failure, FailureKind, Outcome, Reward};

@@ -1,0 +1,291 @@
+//! The spec templates of the code world: compositions of the primitive operations in
+//! [`super::ops`] into 655 distinct one-line Python functions, in five families with a fixed
+//! function name `f` and a fixed argument name per family (`xs`, `n` or `s`):
+//!
+//! | family | spec | solution shape | count |
+//! |---|---|---|---|
+//! | `reduce` | "the sum / largest / smallest of M(F(xs))", "the count of F(xs)" | `sum(M for x in xs if C)` | 3·8·9 + 9 = 225 |
+//! | `select` | "a list / sorted list / reversed list of M(F(xs))" | `[M for x in xs if C]` | 8·9·3 = 216 |
+//! | `range` | "the sum of M(F(1..n))" | `sum(M for x in range(1, n + 1) if C)` | 8·8 = 64 |
+//! | `string` | "op₁ s, then op₂ it" | `op₂(op₁(s))` | 12 + 12·11 = 144 |
+//! | `count` | "the number of vowels / spaces / … in s" | `sum(c in 'aeiou…' for c in s)` | 6 |
+
+use super::ops::{Filter, Map, StrCount, StrOp};
+use super::value::Value;
+use crate::worlds::rng::SplitMix64;
+
+/// How a `reduce` template folds its selected values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reducer {
+    /// `sum(...)`.
+    Sum,
+    /// `max(..., default=0)`.
+    Max,
+    /// `min(..., default=0)`.
+    Min,
+    /// The number of selected elements.
+    Count,
+}
+
+/// The order of a `select` template's output list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Order {
+    /// Input order.
+    Keep,
+    /// Increasing.
+    Sorted,
+    /// Reversed input order.
+    Reversed,
+}
+
+/// One spec template.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Template {
+    /// `f(xs) -> int`.
+    Reduce(Reducer, Map, Filter),
+    /// `f(xs) -> list`.
+    Select(Map, Filter, Order),
+    /// `f(n) -> int` over `1..=n`.
+    Range(Map, Filter),
+    /// `f(s) -> str`: one or two string operations.
+    Str(StrOp, Option<StrOp>),
+    /// `f(s) -> int`.
+    Count(StrCount),
+}
+
+/// Every template, in a fixed order.
+pub fn all_templates() -> Vec<Template> {
+    let mut out = Vec::new();
+    for r in [Reducer::Sum, Reducer::Max, Reducer::Min] {
+        for m in Map::ALL {
+            out.extend(Filter::ALL.map(|f| Template::Reduce(r, m, f)));
+        }
+    }
+    out.extend(Filter::ALL.map(|f| Template::Reduce(Reducer::Count, Map::Id, f)));
+    for o in [Order::Keep, Order::Sorted, Order::Reversed] {
+        for m in Map::ALL {
+            out.extend(Filter::ALL.map(|f| Template::Select(m, f, o)));
+        }
+    }
+    for m in Map::ALL {
+        out.extend(
+            Filter::ALL
+                .into_iter()
+                .filter(|&f| f != Filter::Negative)
+                .map(|f| Template::Range(m, f)),
+        );
+    }
+    for a in StrOp::ALL {
+        out.push(Template::Str(a, None));
+        out.extend(StrOp::ALL.into_iter().filter(|&b| b != a).map(|b| Template::Str(a, Some(b))));
+    }
+    out.extend(StrCount::ALL.map(Template::Count));
+    out
+}
+
+/// `M for x in SRC if C` (the generator body shared by the int families).
+fn comprehension(m: Map, f: Filter, src: &str) -> String {
+    match f.python() {
+        Some(c) => format!("{} for x in {src} if {c}", m.python()),
+        None => format!("{} for x in {src}", m.python()),
+    }
+}
+
+impl Template {
+    /// The family name (`reduce`, `select`, `range`, `string`, `count`).
+    pub fn family(&self) -> &'static str {
+        match self {
+            Self::Reduce(..) => "reduce",
+            Self::Select(..) => "select",
+            Self::Range(..) => "range",
+            Self::Str(..) => "string",
+            Self::Count(..) => "count",
+        }
+    }
+
+    /// A stable unique key, e.g. `reduce/sum/square/even`, `string/reverse/upper`.
+    pub fn key(&self) -> String {
+        let r = |r: Reducer| format!("{r:?}").to_lowercase();
+        let o = |o: Order| format!("{o:?}").to_lowercase();
+        match *self {
+            Self::Reduce(red, m, f) => format!("reduce/{}/{}/{}", r(red), m.key(), f.key()),
+            Self::Select(m, f, ord) => format!("select/{}/{}/{}", o(ord), m.key(), f.key()),
+            Self::Range(m, f) => format!("range/{}/{}", m.key(), f.key()),
+            Self::Str(a, None) => format!("string/{}", a.key()),
+            Self::Str(a, Some(b)) => format!("string/{}/{}", a.key(), b.key()),
+            Self::Count(c) => format!("count/{}", c.key()),
+        }
+    }
+
+    /// The argument name of the family.
+    pub fn arg(&self) -> &'static str {
+        match self {
+            Self::Reduce(..) | Self::Select(..) => "xs",
+            Self::Range(..) => "n",
+            Self::Str(..) | Self::Count(..) => "s",
+        }
+    }
+
+    /// The natural-language spec (the prompt).
+    pub fn spec(&self) -> String {
+        let head = format!("Write a Python function f({})", self.arg());
+        match *self {
+            Self::Reduce(Reducer::Count, _, f) => {
+                format!("{head} that returns the count of {}.", f.phrase("in xs"))
+            }
+            Self::Reduce(red, m, f) => {
+                let what = m.phrase(&f.phrase("in xs"));
+                match red {
+                    Reducer::Sum => format!("{head} that returns the sum of {what}."),
+                    Reducer::Max => format!(
+                        "{head} that returns the largest of {what}, or 0 if there are none."
+                    ),
+                    _ => format!(
+                        "{head} that returns the smallest of {what}, or 0 if there are none."
+                    ),
+                }
+            }
+            Self::Select(m, f, ord) => {
+                let what = m.phrase(&f.phrase("in xs"));
+                match ord {
+                    Order::Keep => format!("{head} that returns a list of {what} in order."),
+                    Order::Sorted => format!("{head} that returns a sorted list of {what}."),
+                    Order::Reversed => {
+                        format!("{head} that returns a list of {what} in reverse order.")
+                    }
+                }
+            }
+            Self::Range(m, f) => {
+                format!("{head} that returns the sum of {}.", m.phrase(&f.phrase("from 1 to n")))
+            }
+            Self::Str(a, None) => format!("{head}: {} and return the result.", a.phrase("s")),
+            Self::Str(a, Some(b)) => format!(
+                "{head}: {}, then {}, and return the result.",
+                a.phrase("s"),
+                b.phrase("it")
+            ),
+            Self::Count(c) => format!("{head} that returns {}.", c.phrase("s")),
+        }
+    }
+
+    /// The reference solution, two lines: `def f(arg):` and one `return`.
+    pub fn solution(&self) -> String {
+        let body = match *self {
+            Self::Reduce(Reducer::Count, _, Filter::All) => "len(xs)".to_string(),
+            Self::Reduce(Reducer::Count, _, f) => {
+                format!("sum(1 for x in xs if {})", f.python().unwrap_or("True"))
+            }
+            Self::Reduce(Reducer::Sum, m, f) => format!("sum({})", comprehension(m, f, "xs")),
+            Self::Reduce(Reducer::Max, m, f) => {
+                format!("max(({}), default=0)", comprehension(m, f, "xs"))
+            }
+            Self::Reduce(Reducer::Min, m, f) => {
+                format!("min(({}), default=0)", comprehension(m, f, "xs"))
+            }
+            Self::Select(m, f, Order::Keep) => format!("[{}]", comprehension(m, f, "xs")),
+            Self::Select(m, f, Order::Sorted) => format!("sorted({})", comprehension(m, f, "xs")),
+            Self::Select(m, f, Order::Reversed) => format!("[{}][::-1]", comprehension(m, f, "xs")),
+            Self::Range(m, f) => format!("sum({})", comprehension(m, f, "range(1, n + 1)")),
+            Self::Str(a, None) => a.python("s"),
+            Self::Str(a, Some(b)) => {
+                let inner = a.python("s");
+                let inner = if a.is_binary() { format!("({inner})") } else { inner };
+                b.python(&inner)
+            }
+            Self::Count(c) => c.python("s"),
+        };
+        format!("def f({}):\n    return {body}\n", self.arg())
+    }
+
+    /// A random argument of the family's type.
+    pub fn random_input(&self, rng: &mut SplitMix64) -> Value {
+        match self {
+            Self::Reduce(..) | Self::Select(..) => {
+                let len = rng.below(8);
+                Value::List((0..len).map(|_| rng.range(-9, 9)).collect())
+            }
+            Self::Range(..) => Value::Int(rng.range(0, 20)),
+            Self::Str(..) | Self::Count(..) => Value::Str(random_text(rng)),
+        }
+    }
+
+    /// The function's result on `input`, or `None` when `input` has the wrong type.
+    pub fn eval(&self, input: &Value) -> Option<Value> {
+        match (*self, input) {
+            (Self::Reduce(red, m, f), Value::List(xs)) => {
+                let ys = xs.iter().filter(|&&x| f.keep(x)).map(|&x| m.apply(x));
+                Some(Value::Int(match red {
+                    Reducer::Sum => ys.sum(),
+                    Reducer::Max => ys.max().unwrap_or(0),
+                    Reducer::Min => ys.min().unwrap_or(0),
+                    Reducer::Count => ys.count() as i64,
+                }))
+            }
+            (Self::Select(m, f, ord), Value::List(xs)) => {
+                let mut ys: Vec<i64> =
+                    xs.iter().filter(|&&x| f.keep(x)).map(|&x| m.apply(x)).collect();
+                match ord {
+                    Order::Keep => {}
+                    Order::Sorted => ys.sort_unstable(),
+                    Order::Reversed => ys.reverse(),
+                }
+                Some(Value::List(ys))
+            }
+            (Self::Range(m, f), Value::Int(n)) => {
+                Some(Value::Int((1..=*n).filter(|&x| f.keep(x)).map(|x| m.apply(x)).sum()))
+            }
+            (Self::Str(a, b), Value::Str(s)) => {
+                let once = a.apply(s);
+                Some(Value::Str(b.map_or(once.clone(), |b| b.apply(&once))))
+            }
+            (Self::Count(c), Value::Str(s)) => Some(Value::Int(c.apply(s))),
+            _ => None,
+        }
+    }
+}
+
+/// 1 to 12 characters: mostly lowercase letters, some uppercase, some spaces.
+fn random_text(rng: &mut SplitMix64) -> String {
+    let len = 1 + rng.below(12);
+    (0..len)
+        .map(|_| match rng.below(20) {
+            0..=2 => ' ',
+            3..=6 => (b'A' + rng.below(26) as u8) as char,
+            _ => (b'a' + rng.below(26) as u8) as char,
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeSet;
+
+    #[test]
+    fn templates_are_distinct_and_counted() {
+        let all = all_templates();
+        assert_eq!(all.len(), 655);
+        let keys: BTreeSet<String> = all.iter().map(Template::key).collect();
+        let specs: BTreeSet<String> = all.iter().map(Template::spec).collect();
+        let sols: BTreeSet<String> = all.iter().map(Template::solution).collect();
+        assert_eq!((keys.len(), specs.len(), sols.len()), (655, 655, 655));
+    }
+
+    #[test]
+    fn examples() {
+        let t = Template::Reduce(Reducer::Sum, Map::Square, Filter::Even);
+        assert_eq!(t.spec(), "Write a Python function f(xs) that returns the sum of the squares of the even numbers in xs.");
+        assert_eq!(t.solution(), "def f(xs):\n    return sum(x * x for x in xs if x % 2 == 0)\n");
+        assert_eq!(t.eval(&Value::List(vec![1, 2, -4])), Some(Value::Int(20)));
+        let c = Template::Reduce(Reducer::Count, Map::Id, Filter::Odd);
+        assert_eq!(c.solution(), "def f(xs):\n    return sum(1 for x in xs if x % 2 == 1)\n");
+        let s = Template::Str(StrOp::Twice, Some(StrOp::Reverse));
+        assert_eq!(s.solution(), "def f(s):\n    return (s * 2)[::-1]\n");
+        assert_eq!(
+            s.spec(),
+            "Write a Python function f(s): repeat s twice, then reverse it, and return the result."
+        );
+        assert_eq!(s.eval(&Value::Str("ab".into())), Some(Value::Str("baba".into())));
+        assert_eq!(s.eval(&Value::Int(1)), None);
+    }
+}
