@@ -1,8 +1,12 @@
 //! drift-samplers: dLLM decoding and flow ODE/SDE samplers over two small model traits.
 //!
 //! Samplers are functions of a model and a schedule; models know nothing about sampling
-//! (the k-diffusion idea). Any model that implements [`MaskPredictor`] can be decoded, ours,
-//! a user's, or a wrapper around candle-transformers.
+//! (the k-diffusion idea). Any model that implements [`MaskPredictor`] can be decoded, and any
+//! that implements [`flow::VelocityField`] can be integrated: ours, a user's, or a wrapper
+//! around candle-transformers.
+
+pub mod dllm;
+pub mod flow;
 
 use candle_core::Tensor;
 
