@@ -145,9 +145,10 @@ mod tests {
         assert_eq!((big.width(), big.height()), (6, 3));
         assert_eq!(big.get(3, 2), Some([255, 0, 0]));
         assert_eq!(big.get(2, 2), Some([0, 0, 0]));
-        let mut canvas = Image::filled(4, 4, [5, 5, 5]);
+        let mut canvas = Image::filled(7, 4, [5, 5, 5]);
         canvas.blit(&big, 2, 2);
-        assert_eq!(canvas.get(3, 3), Some([255, 0, 0]));
+        assert_eq!(canvas.get(5, 3), Some([255, 0, 0]));
+        assert_eq!(canvas.get(3, 3), Some([0, 0, 0]));
         assert_eq!(canvas.get(1, 1), Some([5, 5, 5]));
     }
 }

@@ -47,3 +47,22 @@ pub enum ImageError {
         source: std::io::Error,
     },
 }
+
+impl From<ImageError> for crate::RewardError {
+    /// File errors keep their kind, bad arguments become config errors, the rest invalid
+    /// inputs.
+    fn from(e: ImageError) -> Self {
+        match e {
+            ImageError::Io { path, source } => crate::RewardError::Io { path, source },
+            ImageError::Argument { name, value, expected } => {
+                crate::RewardError::Config { field: name, value, expected: expected.to_string() }
+            }
+            other @ (ImageError::Size { .. } | ImageError::Encode { .. }) => {
+                crate::RewardError::Invalid {
+                    what: format!("image ({other})"),
+                    expected: "an RGB8 image the encoder accepts".to_string(),
+                }
+            }
+        }
+    }
+}

@@ -69,8 +69,16 @@ pub fn wrap(text: &str, width: usize) -> Vec<String> {
 ///
 /// Fails when the two lists differ in length, when there are no images, or when `columns` or
 /// `scale` is 0. Images of different sizes are placed in cells sized for the largest.
-pub fn grid(images: &[Image], captions: &[&str], options: &GridOptions) -> Result<Image, ImageError> {
-    let arg = |name, value: usize, expected| ImageError::Argument { name, value: value.to_string(), expected };
+pub fn grid(
+    images: &[Image],
+    captions: &[&str],
+    options: &GridOptions,
+) -> Result<Image, ImageError> {
+    let arg = |name, value: usize, expected| ImageError::Argument {
+        name,
+        value: value.to_string(),
+        expected,
+    };
     if images.is_empty() {
         return Err(arg("images.len()", 0, "at least one image"));
     }
@@ -91,11 +99,8 @@ pub fn grid(images: &[Image], captions: &[&str], options: &GridOptions) -> Resul
     let cols = options.columns.min(images.len());
     let rows = images.len().div_ceil(cols);
     let pad = options.padding;
-    let mut sheet = Image::filled(
-        cols * (cell_w + pad) + pad,
-        rows * (cell_h + pad) + pad,
-        options.background,
-    );
+    let mut sheet =
+        Image::filled(cols * (cell_w + pad) + pad, rows * (cell_h + pad) + pad, options.background);
     for (i, (image, lines)) in images.iter().zip(&wrapped).enumerate() {
         let x = pad + (i % cols) * (cell_w + pad);
         let y = pad + (i / cols) * (cell_h + pad);
@@ -124,7 +129,10 @@ mod tests {
 
     #[test]
     fn wraps_at_spaces_and_splits_long_words() {
-        assert_eq!(wrap("2 green triangles and 1 red square", 21), ["2 green triangles and", "1 red square"]);
+        assert_eq!(
+            wrap("2 green triangles and 1 red square", 21),
+            ["2 green triangles and", "1 red square"]
+        );
         assert_eq!(wrap("abcdefgh", 3), ["abc", "def", "gh"]);
         assert_eq!(wrap("", 5), [""]);
         assert_eq!(wrap("a b", 0), ["a", "b"]);
@@ -135,7 +143,8 @@ mod tests {
         let red = Image::filled(32, 32, [255, 0, 0]);
         let blue = Image::filled(32, 32, [0, 0, 255]);
         let opts = GridOptions { columns: 2, ..GridOptions::default() };
-        let sheet = grid(&[red.clone(), blue.clone(), red], &["3 red circles", "x", "y"], &opts).unwrap();
+        let sheet =
+            grid(&[red.clone(), blue.clone(), red], &["3 red circles", "x", "y"], &opts).unwrap();
         // 2 columns of 128 px plus 3 paddings; 2 rows of (128 + 3 + 9) plus 3 paddings.
         assert_eq!((sheet.width(), sheet.height()), (2 * 128 + 18, 2 * 140 + 18));
         assert_eq!(sheet.get(6, 6), Some([255, 0, 0]));
@@ -145,7 +154,11 @@ mod tests {
         // right half (its caption is one character).
         let caption_rows = 6 + 128 + 3..6 + 128 + 3 + GLYPH_HEIGHT;
         let dark = |x0: usize, x1: usize| {
-            caption_rows.clone().flat_map(|y| (x0..x1).map(move |x| (x, y))).filter(|&(x, y)| sheet.get(x, y) == Some([0, 0, 0])).count()
+            caption_rows
+                .clone()
+                .flat_map(|y| (x0..x1).map(move |x| (x, y)))
+                .filter(|&(x, y)| sheet.get(x, y) == Some([0, 0, 0]))
+                .count()
         };
         assert!(dark(6, 6 + 128) > 20);
         assert_eq!(dark(140 + 10, 140 + 128), 0);
@@ -156,7 +169,10 @@ mod tests {
         let img = Image::filled(8, 8, [0; 3]);
         let opts = GridOptions::default();
         assert!(grid(&[], &[], &opts).is_err());
-        assert!(grid(&[img.clone()], &[], &opts).unwrap_err().to_string().contains("captions"));
+        assert!(grid(std::slice::from_ref(&img), &[], &opts)
+            .unwrap_err()
+            .to_string()
+            .contains("captions"));
         let zero = GridOptions { columns: 0, ..GridOptions::default() };
         assert!(grid(&[img], &["a"], &zero).unwrap_err().to_string().contains("columns"));
     }

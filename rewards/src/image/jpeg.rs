@@ -79,7 +79,8 @@ mod tests {
         let (sf, sn) = (jpeg_size(&flat, 95).unwrap(), jpeg_size(&noisy, 95).unwrap());
         // Every JPEG carries a few hundred bytes of headers and tables; noise needs far more.
         assert!(sf > 100 && sn > 2 * sf, "flat {sf} B, noise {sn} B");
-        let (cf, cn) = (jpeg_compressibility(&flat).unwrap(), jpeg_compressibility(&noisy).unwrap());
+        let (cf, cn) =
+            (jpeg_compressibility(&flat).unwrap(), jpeg_compressibility(&noisy).unwrap());
         assert!(cf > cn);
         assert!((cf - (-(sf as f64) / 1000.0 / 500.0)).abs() < 1e-12);
         assert_eq!(jpeg_incompressibility(&noisy).unwrap(), -cn);

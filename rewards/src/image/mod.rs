@@ -8,9 +8,11 @@ pub mod font;
 pub mod grid;
 pub mod jpeg;
 pub mod png;
+pub mod reward;
 
 pub use buffer::Image;
 pub use error::ImageError;
 pub use grid::{grid, write_grid, GridOptions};
 pub use jpeg::{jpeg_compressibility, jpeg_incompressibility, jpeg_size, JPEG_QUALITY};
 pub use png::{encode_png, write_png};
+pub use reward::{JpegCompressibility, JpegIncompressibility};

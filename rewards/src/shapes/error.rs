@@ -9,7 +9,9 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 pub enum ShapesError {
     /// A prompt contains a word outside the shapes vocabulary.
-    #[error("unknown word `{word}` at position {position} in prompt {prompt:?}; known words: {known}")]
+    #[error(
+        "unknown word `{word}` at position {position} in prompt {prompt:?}; known words: {known}"
+    )]
     UnknownWord {
         /// The offending word.
         word: String,
@@ -61,3 +63,21 @@ pub enum ShapesError {
 
 /// The result type of the shapes world.
 pub type Result<T> = std::result::Result<T, ShapesError>;
+
+impl From<ShapesError> for crate::RewardError {
+    /// File errors keep their kind; prompt and image errors become
+    /// [`crate::RewardError::Invalid`] with the shapes message.
+    fn from(e: ShapesError) -> Self {
+        match e {
+            ShapesError::Io { path, source } => crate::RewardError::Io { path, source },
+            ShapesError::Jsonl { path, line, message } => {
+                crate::RewardError::Jsonl { path, line, message }
+            }
+            ShapesError::Image(e) => e.into(),
+            other => crate::RewardError::Invalid {
+                what: format!("shapes prompt ({other})"),
+                expected: "a prompt of the shapes grammar".to_string(),
+            },
+        }
+    }
+}

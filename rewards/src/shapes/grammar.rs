@@ -241,7 +241,12 @@ impl Clause {
                 format!("{count} {} {}", object.colour.word(), object.shape.noun(count))
             }
             Clause::Relation { subject, relation, reference } => {
-                format!("a {} {} a {}", subject.text(), relation.words().join(" "), reference.text())
+                format!(
+                    "a {} {} a {}",
+                    subject.text(),
+                    relation.words().join(" "),
+                    reference.text()
+                )
             }
         }
     }

@@ -66,7 +66,8 @@ pub fn parse_jsonl(text: &str, path: &Path) -> Result<Vec<(Prompt, Option<SplitN
         if line.trim().is_empty() {
             continue;
         }
-        let error = |message: String| ShapesError::Jsonl { path: path.to_path_buf(), line: i + 1, message };
+        let error =
+            |message: String| ShapesError::Jsonl { path: path.to_path_buf(), line: i + 1, message };
         let record: PromptRecord = serde_json::from_str(line).map_err(|e| error(e.to_string()))?;
         let prompt = from_text(&record.prompt).map_err(|e| error(e.to_string()))?;
         out.push((prompt, record.split));

@@ -7,6 +7,8 @@
 //! (arXiv 2310.11513) that finds shapes by colour segmentation and connected components
 //! ([`segment`], [`classify`]) and scores counts, colours and relations ([`verify`]).
 
+#[cfg(test)]
+mod acceptance;
 pub mod classify;
 pub mod error;
 pub mod grammar;
@@ -14,6 +16,7 @@ pub mod jsonl;
 pub mod noise;
 pub mod parse;
 pub mod render;
+pub mod reward;
 pub mod rng;
 pub mod scene;
 pub mod segment;
@@ -25,6 +28,7 @@ pub use error::ShapesError;
 pub use grammar::{Clause, Colour, Object, Prompt, Relation, ShapeKind};
 pub use parse::from_text;
 pub use render::{layout, render_prompt, RenderOptions};
+pub use reward::{ShapesReward, ShapesScore};
 pub use scene::{Scene, SceneObject, IMAGE_SIZE};
 pub use split::{all_prompts, split, PromptSplit, SplitConfig};
 pub use verify::{verify, verify_with, Detection, Verdict, VerifyOptions};

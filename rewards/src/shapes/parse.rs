@@ -154,7 +154,9 @@ mod tests {
     #[test]
     fn unknown_words_are_named() {
         let err = from_text("3 red hexagons").unwrap_err();
-        assert!(matches!(&err, ShapesError::UnknownWord { word, position: 3, .. } if word == "hexagons"));
+        assert!(
+            matches!(&err, ShapesError::UnknownWord { word, position: 3, .. } if word == "hexagons")
+        );
         assert!(err.to_string().contains("`hexagons`"), "{err}");
         let err = from_text("3 Red circles").unwrap_err();
         assert!(err.to_string().contains("`Red`"), "{err}");

@@ -2,7 +2,7 @@
 //! 32×32 pretraining images for the flow model.
 //!
 //! Layout rules: every object gets a square bounding box of 7–10 px (smaller when the prompt
-//! asks for more objects), one pixel clear of the border and [`MIN_GAP`] pixels clear of every
+//! asks for more objects, one more for triangles), one pixel clear of the border and [`MIN_GAP`] pixels clear of every
 //! other box, so same-coloured shapes never merge; a relation holds on pixel centroids with
 //! [`RENDER_MARGIN`] to spare, well above the verifier's margin, so an imperfect copy of a
 //! rendered image still satisfies it. Random placement is tried first; when a crowded prompt
@@ -10,7 +10,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::grammar::{Clause, Object, Prompt, Relation};
+use super::grammar::{Clause, Object, Prompt, Relation, ShapeKind};
 use super::rng::SplitMix64;
 use super::scene::{Scene, SceneObject, BACKGROUND, IMAGE_SIZE};
 use crate::image::Image;
@@ -44,13 +44,17 @@ impl Default for RenderOptions {
     }
 }
 
-/// The inclusive range of bounding-box sides for a prompt of `n` objects.
-fn size_range(n: usize) -> (usize, usize) {
-    match n {
+/// The inclusive range of bounding-box sides of `shape` in a prompt of `n` objects.
+/// Triangles get one pixel more: they cover half their box, and below 8 px a soft-edged
+/// triangle loses its tips and reads as a circle.
+fn size_range(shape: ShapeKind, n: usize) -> (usize, usize) {
+    let extra = usize::from(shape == ShapeKind::Triangle);
+    let (lo, hi) = match n {
         0..=2 => (8, 10),
         3..=4 => (7, 9),
         _ => (7, 8),
-    }
+    };
+    (lo + extra, hi + extra)
 }
 
 /// Lays `prompt` out at random from `seed` (a pure function of both).
@@ -115,13 +119,14 @@ fn random_boxes(
     relation: Option<Relation>,
     rng: &mut SplitMix64,
 ) -> Option<Vec<(usize, usize, usize)>> {
-    let (lo, hi) = size_range(objects.len());
     let mut boxes: Vec<(usize, usize, usize)> = Vec::with_capacity(objects.len());
     for (i, &object) in objects.iter().enumerate() {
+        let (lo, hi) = size_range(object.shape, objects.len());
         let found = (0..TRIES_PER_OBJECT).find_map(|_| {
             let size = rng.range_inclusive(lo as i64, hi as i64) as usize;
             let max = (IMAGE_SIZE - 1 - size) as i64;
-            let b = (rng.range_inclusive(1, max) as usize, rng.range_inclusive(1, max) as usize, size);
+            let b =
+                (rng.range_inclusive(1, max) as usize, rng.range_inclusive(1, max) as usize, size);
             let candidate = boxed(object, b);
             let clear = boxes
                 .iter()
@@ -145,7 +150,7 @@ fn cell_boxes(
     relation: Option<Relation>,
     rng: &mut SplitMix64,
 ) -> Vec<(usize, usize, usize)> {
-    let mut cells: Vec<(usize, usize)> = match relation {
+    let cells: Vec<(usize, usize)> = match relation {
         Some(Relation::LeftOf) => vec![(0, 1), (2, 1)],
         Some(Relation::RightOf) => vec![(2, 1), (0, 1)],
         Some(Relation::Above) => vec![(1, 0), (1, 2)],
@@ -156,11 +161,11 @@ fn cell_boxes(
             all
         }
     };
-    cells.truncate(objects.len());
     cells
         .into_iter()
-        .map(|(cx, cy)| {
-            let size = 7;
+        .zip(objects)
+        .map(|((cx, cy), object)| {
+            let size = size_range(object.shape, 9).0;
             let slack = 10 - size - MIN_GAP; // keeps neighbouring cells MIN_GAP apart
             let jx = rng.range_inclusive(0, slack as i64) as usize;
             let jy = rng.range_inclusive(0, slack as i64) as usize;
@@ -231,8 +236,8 @@ mod tests {
         for seed in 0..20 {
             for obj in layout(&prompt, seed, &opts).objects {
                 let base = obj.object.colour.rgb();
-                for c in 0..3 {
-                    assert!((i32::from(obj.rgb[c]) - i32::from(base[c])).abs() <= 12);
+                for (got, want) in obj.rgb.iter().zip(base) {
+                    assert!((i32::from(*got) - i32::from(want)).abs() <= 12);
                 }
             }
         }

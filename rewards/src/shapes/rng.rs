@@ -87,11 +87,12 @@ mod tests {
 
     #[test]
     fn same_seed_same_stream_and_keys_differ() {
-        let a: Vec<u64> = (0..4).map({
-            let mut r = SplitMix64::new(7);
-            move |_| r.next_u64()
-        })
-        .collect();
+        let a: Vec<u64> = (0..4)
+            .map({
+                let mut r = SplitMix64::new(7);
+                move |_| r.next_u64()
+            })
+            .collect();
         let mut r = SplitMix64::new(7);
         let b: Vec<u64> = (0..4).map(|_| r.next_u64()).collect();
         assert_eq!(a, b);

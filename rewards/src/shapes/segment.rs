@@ -2,9 +2,10 @@
 //! learned detector (the role of GenEval's Mask2Former detector, arXiv 2310.11513, in a
 //! world where colour alone separates objects from the background).
 //!
-//! 1. Every pixel gets the nearest of the background and the four palette colours, or no
-//!    label when even the nearest is farther than `max_colour_distance` (blur fringes,
-//!    off-palette noise).
+//! 1. Every pixel gets the nearest palette colour or the background, or no label when it is
+//!    farther than `max_colour_distance` from every colour (off-palette noise, colours mixed
+//!    between two shapes). Distances are taken to the blend between the background and each
+//!    palette colour, so a blurred edge is cut at the halfway blend ([`classify_pixel`]).
 //! 2. One clean-up pass: a pixel whose 8-neighbourhood is mostly (≥ 6 of 8) one other label
 //!    takes that label, which removes isolated noise pixels and fills pin-holes while keeping
 //!    square corners (3 of 8) and triangle apexes.
@@ -21,9 +22,9 @@ use crate::image::Image;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct SegmentOptions {
-    /// Largest Euclidean RGB distance at which a pixel still takes its nearest palette or
-    /// background colour; default 100 (palette colours are ≥ 150 apart, so a pixel halfway
-    /// between a colour and the background is left unlabelled).
+    /// Largest Euclidean RGB distance from a pixel to the nearest background–palette blend at
+    /// which it still gets a label; default 80 (about 3.3 standard deviations of 3-channel
+    /// pixel noise with σ = 24; the palette colours' blends are far further apart).
     pub max_colour_distance: f32,
     /// Components with fewer pixels are ignored; default 10 (the smallest rendered shape, a
     /// 7-px triangle, has 26).
@@ -35,7 +36,7 @@ pub struct SegmentOptions {
 
 impl Default for SegmentOptions {
     fn default() -> Self {
-        Self { max_colour_distance: 100.0, min_area: 10, relabel_votes: 6 }
+        Self { max_colour_distance: 80.0, min_area: 10, relabel_votes: 8 }
     }
 }
 
@@ -84,28 +85,37 @@ impl Component {
     }
 }
 
-fn distance(a: [u8; 3], b: [u8; 3]) -> f32 {
-    a.iter()
-        .zip(b)
-        .map(|(&x, y)| (f32::from(x) - f32::from(y)).powi(2))
-        .sum::<f32>()
-        .sqrt()
+/// Distance from `p` to the segment from `bg` to `c` in RGB space, and the blend weight
+/// `α ∈ [0, 1]` of `c` at the nearest point (`p ≈ (1 − α)·bg + α·c`).
+fn blend_distance(p: [u8; 3], bg: [u8; 3], c: [u8; 3]) -> (f32, f32) {
+    let f = |v: [u8; 3]| v.map(f32::from);
+    let (p, bg, c) = (f(p), f(bg), f(c));
+    let axis = [c[0] - bg[0], c[1] - bg[1], c[2] - bg[2]];
+    let rel = [p[0] - bg[0], p[1] - bg[1], p[2] - bg[2]];
+    let len2 = axis.iter().map(|a| a * a).sum::<f32>().max(1.0);
+    let alpha = (rel.iter().zip(&axis).map(|(r, a)| r * a).sum::<f32>() / len2).clamp(0.0, 1.0);
+    let d2: f32 = rel.iter().zip(&axis).map(|(r, a)| (r - alpha * a).powi(2)).sum();
+    (d2.sqrt(), alpha)
 }
 
 /// The label of one RGB value (step 1).
+///
+/// A pixel is matched to the palette colour whose blend segment with the background (the
+/// colours a blurred edge between the two can take) passes nearest to it; it takes that colour
+/// when it lies at least halfway along the segment, the background otherwise, and no label
+/// when even the nearest segment is farther than `max_distance`. On unblurred pixels this is
+/// the nearest-palette-colour rule with a distance threshold; on blurred ones it cuts every
+/// edge at the 50 % blend, where the unblurred edge was.
 #[must_use]
 pub fn classify_pixel(rgb: [u8; 3], max_distance: f32) -> Label {
-    let mut best = (Label::Background, distance(rgb, BACKGROUND));
-    for colour in Colour::ALL {
-        let d = distance(rgb, colour.rgb());
-        if d < best.1 {
-            best = (Label::Colour(colour), d);
-        }
-    }
-    if best.1 <= max_distance {
-        best.0
-    } else {
-        Label::Unknown
+    let best = Colour::ALL
+        .into_iter()
+        .map(|c| (c, blend_distance(rgb, BACKGROUND, c.rgb())))
+        .min_by(|a, b| a.1 .0.total_cmp(&b.1 .0));
+    match best {
+        Some((_, (d, _))) if d > max_distance => Label::Unknown,
+        Some((c, (_, alpha))) if alpha >= 0.5 => Label::Colour(c),
+        _ => Label::Background,
     }
 }
 
@@ -189,11 +199,18 @@ mod tests {
 
     #[test]
     fn pixels_take_the_nearest_reference_colour_within_the_threshold() {
-        assert_eq!(classify_pixel([230, 50, 30], 100.0), Label::Colour(Colour::Red));
-        assert_eq!(classify_pixel([240, 240, 240], 100.0), Label::Background);
-        assert_eq!(classify_pixel([0, 0, 0], 100.0), Label::Unknown);
-        // Halfway between red and the background: left unlabelled.
-        assert_eq!(classify_pixel([232, 142, 140], 100.0), Label::Unknown);
+        assert_eq!(classify_pixel([230, 50, 30], 80.0), Label::Colour(Colour::Red));
+        assert_eq!(classify_pixel([240, 240, 240], 80.0), Label::Background);
+        assert_eq!(classify_pixel([0, 0, 0], 80.0), Label::Unknown);
+        // Blends of red and the background: 60 % red is red, 40 % red is background.
+        let blend = |a: f32| {
+            let (r, b) = (Colour::Red.rgb(), BACKGROUND);
+            [0, 1, 2].map(|i| (a * f32::from(r[i]) + (1.0 - a) * f32::from(b[i])).round() as u8)
+        };
+        assert_eq!(classify_pixel(blend(0.6), 80.0), Label::Colour(Colour::Red));
+        assert_eq!(classify_pixel(blend(0.4), 80.0), Label::Background);
+        // Halfway between red and blue (two touching shapes): neither.
+        assert_eq!(classify_pixel([130, 60, 130], 80.0), Label::Unknown);
     }
 
     #[test]
@@ -212,9 +229,15 @@ mod tests {
         }
         let comps = components(&img, &SegmentOptions::default());
         assert_eq!(comps.len(), 2, "{comps:?}");
-        assert_eq!((comps[0].colour, comps[0].area(), comps[0].bbox), (Colour::Blue, 25, [2, 2, 6, 6]));
-        assert_eq!(comps[0].centroid(), (5.0, 5.0));
-        assert_eq!((comps[1].colour, comps[1].area(), comps[1].extent()), (Colour::Red, 12, (6, 2)));
+        assert_eq!(
+            (comps[0].colour, comps[0].area(), comps[0].bbox),
+            (Colour::Blue, 25, [2, 2, 6, 6])
+        );
+        assert_eq!(comps[0].centroid(), (4.5, 4.5));
+        assert_eq!(
+            (comps[1].colour, comps[1].area(), comps[1].extent()),
+            (Colour::Red, 12, (6, 2))
+        );
     }
 
     #[test]

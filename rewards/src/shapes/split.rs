@@ -69,12 +69,17 @@ pub fn all_prompts() -> Vec<Prompt> {
     let counts = 1..=MAX_COUNT;
     let mut out = Vec::new();
     for object in Object::all() {
-        out.extend(counts.clone().filter_map(|count| prompt(vec![Clause::Count { count, object }])));
+        out.extend(
+            counts.clone().filter_map(|count| prompt(vec![Clause::Count { count, object }])),
+        );
     }
     for (a, b) in unordered_pairs() {
         for n in counts.clone() {
             for m in counts.clone().filter(|m| n + m <= MAX_OBJECTS) {
-                let clauses = vec![Clause::Count { count: n, object: a }, Clause::Count { count: m, object: b }];
+                let clauses = vec![
+                    Clause::Count { count: n, object: a },
+                    Clause::Count { count: m, object: b },
+                ];
                 out.extend(prompt(clauses));
             }
         }
@@ -102,7 +107,7 @@ pub fn split(config: &SplitConfig) -> Result<PromptSplit> {
     if config.held_out_pairs > pairs.len() {
         return Err(too_many("held_out_pairs", config.held_out_pairs, pairs.len()));
     }
-    let mut rng = SplitMix64::keyed(&[config.seed, 0x73_706c_6974]);
+    let mut rng = SplitMix64::keyed(&[config.seed, 0x0073_706c_6974]);
     let mut chosen = objects;
     rng.shuffle(&mut chosen);
     let mut held_out_counts: Vec<(u8, Object)> = chosen[..config.held_out_counts]
@@ -142,7 +147,7 @@ pub fn sample_prompts(prompts: &[Prompt], n: usize, seed: u64) -> Vec<Prompt> {
     if prompts.is_empty() {
         return Vec::new();
     }
-    let mut rng = SplitMix64::keyed(&[seed, 0x73_616d_706c_65]);
+    let mut rng = SplitMix64::keyed(&[seed, 0x7361_6d70_6c65]);
     (0..n).map(|_| prompts[rng.below(prompts.len() as u64) as usize].clone()).collect()
 }
 
@@ -194,7 +199,12 @@ mod tests {
             let seen = s.train.iter().any(|p| p.clauses().iter().any(|c| matches!(*c, Clause::Count { count: n, object: o } if o == *object && n != *count)));
             assert!(seen, "{object:?} never trained with another count");
         }
-        let single: Prompt = s.held_out.iter().find(|p| p.clauses().len() == 1 && matches!(p.clauses()[0], Clause::Count { .. })).cloned().unwrap();
+        let single: Prompt = s
+            .held_out
+            .iter()
+            .find(|p| p.clauses().len() == 1 && matches!(p.clauses()[0], Clause::Count { .. }))
+            .cloned()
+            .unwrap();
         assert!(!s.train.contains(&single));
     }
 

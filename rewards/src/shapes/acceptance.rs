@@ -1,0 +1,140 @@
+//! Acceptance tests of the shapes world: the verifier against the renderer — clean,
+//! perturbed through the renderer's scene, and degraded by blur and noise.
+
+use super::grammar::{Clause, Colour, Object, Prompt};
+use super::noise::{degrade, Degradation};
+use super::parse::from_text;
+use super::render::{layout, RenderOptions};
+use super::split::{all_prompts, sample_prompts, split, SplitConfig};
+use super::verify::verify;
+use crate::image::Image;
+
+/// Renders of `prompts` with `seeds` seeds each, degraded by `how`, that the verifier does not
+/// pass strictly, and the total number of renders.
+fn strict_failures(prompts: &[Prompt], seeds: u64, how: Degradation) -> (Vec<String>, usize) {
+    let opts = RenderOptions::default();
+    let mut failures = Vec::new();
+    for (i, p) in prompts.iter().enumerate() {
+        for seed in 0..seeds {
+            let key = seed * 10_007 + i as u64;
+            let image = degrade(&layout(p, key, &opts).render(), how, key);
+            let v = verify(p, &image);
+            if !v.strict {
+                let found: Vec<String> = v
+                    .detections
+                    .iter()
+                    .map(|d| format!("{:?} {:?} {:?}", d.colour, d.shape, d.features))
+                    .collect();
+                failures.push(format!("{p} (seed {key}): {found:?}"));
+            }
+        }
+    }
+    (failures, prompts.len() * seeds as usize)
+}
+
+#[test]
+fn every_held_out_prompt_verifies_strictly_on_renders() {
+    let s = split(&SplitConfig::default()).unwrap();
+    assert_eq!(s.held_out.len(), 330);
+    let (failures, total) = strict_failures(&s.held_out, 4, Degradation::default());
+    assert_eq!(total, 1320);
+    assert!(failures.is_empty(), "{} of {total} failed: {:#?}", failures.len(), &failures[..]);
+}
+
+#[test]
+fn train_prompts_verify_strictly_on_renders() {
+    let s = split(&SplitConfig::default()).unwrap();
+    let sample = sample_prompts(&s.train, 300, 17);
+    let (failures, total) = strict_failures(&sample, 4, Degradation::default());
+    assert!(failures.is_empty(), "{} of {total} failed: {failures:#?}", failures.len());
+    // And the whole space once, so no corner of the grammar is left unrendered.
+    let (failures, _) = strict_failures(&all_prompts(), 1, Degradation::default());
+    assert!(failures.is_empty(), "{failures:#?}");
+}
+
+/// The exact GenEval score of a render of `prompt` from which one `missing` object is gone.
+fn score_without(prompt: &Prompt, missing: Object, is_subject: bool) -> f64 {
+    let mut scores = Vec::new();
+    for clause in prompt.clauses() {
+        match *clause {
+            Clause::Count { count, object } => {
+                let n = f64::from(count);
+                scores.push(if object == missing { 1.0 - 1.0 / n } else { 1.0 });
+            }
+            Clause::Relation { .. } => {
+                // Subject count, reference count, relation.
+                scores.extend(if is_subject { [0.0, 1.0, 0.0] } else { [1.0, 0.0, 0.0] });
+            }
+        }
+    }
+    scores.iter().sum::<f64>() / scores.len() as f64
+}
+
+#[test]
+fn removing_or_recolouring_any_object_breaks_strictness() {
+    let s = split(&SplitConfig::default()).unwrap();
+    let mut prompts = s.held_out.clone();
+    prompts.extend(sample_prompts(&s.train, 150, 5));
+    let opts = RenderOptions::default();
+    let mut checked = 0;
+    for (i, p) in prompts.iter().enumerate() {
+        for seed in [i as u64, 1_000 + i as u64] {
+            let scene = layout(p, seed, &opts);
+            for (j, obj) in scene.objects.iter().enumerate() {
+                let removed = verify(p, &scene.without(j).render());
+                assert!(!removed.strict, "{p}: removing {j} still strict");
+                let want = score_without(p, obj.object, j == 0);
+                assert!((removed.score - want).abs() < 1e-9, "{p}: {} != {want}", removed.score);
+                let other = Colour::ALL[(obj.object.colour as usize + 1 + j % 3) % 4];
+                let recoloured = verify(p, &scene.recoloured(j, other).render());
+                assert!(!recoloured.strict && recoloured.score < 1.0, "{p}: recolouring {j}");
+                checked += 2;
+            }
+        }
+    }
+    assert!(checked > 3_000, "{checked}");
+}
+
+#[test]
+fn a_blank_image_scores_zero_and_details_say_why() {
+    let blank = Image::filled(32, 32, super::scene::BACKGROUND);
+    for p in sample_prompts(&all_prompts(), 50, 3) {
+        let v = verify(&p, &blank);
+        assert_eq!((v.score, v.strict), (0.0, false), "{p}");
+        assert!(v.detections.is_empty());
+        assert!(v.clauses.iter().all(|c| c.found == 0));
+    }
+    let p = from_text("2 green triangles and 1 red square").unwrap();
+    let v = verify(&p, &layout(&p, 3, &RenderOptions::default()).without(0).render());
+    assert_eq!(v.clauses[0].clause, "2 green triangles");
+    assert_eq!((v.clauses[0].expected, v.clauses[0].found, v.clauses[0].score), (2, 1, 0.5));
+    assert_eq!(v.score, 0.75);
+}
+
+#[test]
+fn the_verifier_is_robust_to_noise_and_blur() {
+    let s = split(&SplitConfig::default()).unwrap();
+    // (noise σ in 0–255 units, blur, minimum strict accuracy required)
+    let levels = [
+        (8.0, false, 1.0),
+        (16.0, false, 1.0),
+        (24.0, false, 0.995),
+        (32.0, false, 0.98),
+        (0.0, true, 1.0),
+        (8.0, true, 0.995),
+        (16.0, true, 0.98),
+        (24.0, true, 0.93),
+    ];
+    for (noise_std, blur, min_accuracy) in levels {
+        let (failures, total) = strict_failures(&s.held_out, 2, Degradation { noise_std, blur });
+        let accuracy = 1.0 - failures.len() as f64 / total as f64;
+        println!(
+            "noise σ {noise_std:>4}, blur {blur:>5}: strict accuracy {accuracy:.4} of {total}"
+        );
+        assert!(
+            accuracy >= min_accuracy,
+            "σ {noise_std}, blur {blur}: {accuracy} < {min_accuracy}; e.g. {:?}",
+            failures.first()
+        );
+    }
+}
