@@ -4,7 +4,9 @@
 //! ([`crate::jsonl`]) so users can bring their own.
 
 pub mod code;
+pub mod countdown;
 pub mod rng;
 pub mod split;
+pub mod sudoku;
 
 pub use split::{Split, TextItem};

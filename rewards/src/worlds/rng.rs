@@ -38,7 +38,7 @@ impl SplitMix64 {
     /// Uniform in `0..n` (Lemire's multiply-shift; bias below 2⁻³² for the small `n` used
     /// here). `n` must be positive.
     pub fn below(&mut self, n: usize) -> usize {
-        ((self.next_u64() >> 32) * n as u64 >> 32) as usize
+        (((self.next_u64() >> 32) * n as u64) >> 32) as usize
     }
 
     /// Uniform in `lo..=hi`.
