@@ -109,6 +109,40 @@ impl Image {
         out
     }
 
+    /// The image as `3 × H × W` floats in `[−1, 1]` (`v / 127.5 − 1`), the channel-first
+    /// layout and range a flow model is trained on.
+    #[must_use]
+    pub fn to_chw_f32(&self) -> Vec<f32> {
+        let plane = self.width * self.height;
+        let mut out = vec![0.0; 3 * plane];
+        for (i, &v) in self.data.iter().enumerate() {
+            out[(i % 3) * plane + i / 3] = f32::from(v) / 127.5 - 1.0;
+        }
+        out
+    }
+
+    /// The image of `3 × height × width` channel-first floats in `[−1, 1]` (a flow model's
+    /// sample): `round((x + 1) · 127.5)`, clamped to `0..=255`; NaN becomes 0. Fails naming
+    /// both lengths when `values` does not hold `3 · width · height` floats.
+    pub fn from_chw_f32(width: usize, height: usize, values: &[f32]) -> Result<Self, ImageError> {
+        let plane = width.saturating_mul(height);
+        if plane.checked_mul(3) != Some(values.len()) {
+            return Err(ImageError::Size {
+                got: values.len(),
+                expected: plane.saturating_mul(3),
+                width,
+                height,
+            });
+        }
+        let data = (0..3 * plane)
+            .map(|i| {
+                let v = values[(i % 3) * plane + i / 3];
+                ((v + 1.0) * 127.5).round().clamp(0.0, 255.0) as u8
+            })
+            .collect();
+        Ok(Self { width, height, data })
+    }
+
     fn index(&self, x: usize, y: usize) -> Option<usize> {
         (x < self.width && y < self.height).then(|| (y * self.width + x) * 3)
     }
@@ -135,6 +169,21 @@ mod tests {
         let err = Image::from_raw(32, 32, vec![0; 100]).unwrap_err().to_string();
         assert!(err.contains("100") && err.contains("3072"), "{err}");
         assert!(Image::from_raw(usize::MAX, 2, vec![]).is_err());
+    }
+
+    #[test]
+    fn float_conversions_are_channel_first_and_invert() {
+        let mut img = Image::filled(2, 1, [0, 255, 51]);
+        img.set(1, 0, [255, 0, 102]);
+        let f = img.to_chw_f32();
+        assert_eq!(f.len(), 6);
+        // Plane r = [0, 255], plane g = [255, 0], plane b = [51, 102].
+        assert_eq!(&f[..4], &[-1.0, 1.0, 1.0, -1.0]);
+        assert!((f[4] - (51.0 / 127.5 - 1.0)).abs() < 1e-6);
+        assert_eq!(Image::from_chw_f32(2, 1, &f).unwrap(), img);
+        let clamped = Image::from_chw_f32(1, 1, &[3.0, -7.0, f32::NAN]).unwrap();
+        assert_eq!(clamped.get(0, 0), Some([255, 0, 0]));
+        assert!(Image::from_chw_f32(2, 2, &f).unwrap_err().to_string().contains("12"));
     }
 
     #[test]

@@ -176,4 +176,19 @@ mod tests {
         let zero = GridOptions { columns: 0, ..GridOptions::default() };
         assert!(grid(&[img], &["a"], &zero).unwrap_err().to_string().contains("columns"));
     }
+
+    #[test]
+    fn write_grid_produces_a_decodable_png() {
+        let dir = std::env::temp_dir().join(format!("drift-grid-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("grid.png");
+        let imgs = vec![Image::filled(32, 32, [9, 99, 199]); 5];
+        let opts = GridOptions { columns: 3, ..GridOptions::default() };
+        write_grid(&path, &imgs, &["a"; 5], &opts).unwrap();
+        let back = ::image::open(&path).unwrap().to_rgb8();
+        std::fs::remove_dir_all(&dir).unwrap();
+        let want = grid(&imgs, &["a"; 5], &opts).unwrap();
+        assert_eq!((back.width() as usize, back.height() as usize), (want.width(), want.height()));
+        assert_eq!(back.as_raw().as_slice(), want.as_raw());
+    }
 }

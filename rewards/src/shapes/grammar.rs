@@ -256,7 +256,11 @@ impl Clause {
 ///
 /// Constructed only through [`Prompt::new`] (or the parser), which enforces the grammar's
 /// structural rules, so every `Prompt` has a text, a layout and a verifier verdict.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+///
+/// Serialises as its text and deserialises by parsing it, so a `Prompt` in a config, a JSONL
+/// record or an [`crate::reward::ImageSample`] is always grammatical.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(into = "String", try_from = "String")]
 pub struct Prompt {
     clauses: Vec<Clause>,
 }
@@ -268,6 +272,12 @@ impl Prompt {
     pub fn new(clauses: Vec<Clause>) -> Result<Self> {
         validate(&clauses)?;
         Ok(Self { clauses })
+    }
+
+    /// Parses `text` (see [`super::parse::from_text`]: exactly the grammar, errors naming
+    /// the unknown word or what was expected where).
+    pub fn from_text(text: &str) -> Result<Self> {
+        super::parse::from_text(text)
     }
 
     /// The prompt's clauses, in text order.
@@ -299,6 +309,27 @@ impl Prompt {
     }
 }
 
+impl From<Prompt> for String {
+    fn from(p: Prompt) -> String {
+        p.to_text()
+    }
+}
+
+impl TryFrom<String> for Prompt {
+    type Error = ShapesError;
+    fn try_from(text: String) -> Result<Prompt> {
+        super::parse::from_text(&text)
+    }
+}
+
+impl std::str::FromStr for Prompt {
+    type Err = ShapesError;
+    /// Parses a prompt of the grammar (see [`super::parse::from_text`]).
+    fn from_str(text: &str) -> Result<Prompt> {
+        super::parse::from_text(text)
+    }
+}
+
 impl std::fmt::Display for Prompt {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.to_text())
@@ -307,49 +338,47 @@ impl std::fmt::Display for Prompt {
 
 fn validate(clauses: &[Clause]) -> Result<()> {
     let invalid = |m: String| Err(ShapesError::InvalidPrompt(m));
-    match clauses {
-        [] => invalid("a prompt needs at least one clause".into()),
-        [Clause::Relation { subject, reference, .. }] => {
-            if subject == reference {
-                return invalid(format!(
-                    "a relation needs two different objects, got `{}` twice",
-                    subject.text()
-                ));
-            }
-            Ok(())
+    if let [Clause::Relation { subject, reference, .. }] = clauses {
+        if subject == reference {
+            let o = subject.text();
+            return invalid(format!("a relation needs two different objects, got `{o}` twice"));
         }
-        [first] | [first, _] if clauses.iter().all(|c| matches!(c, Clause::Count { .. })) => {
-            let mut total = 0u8;
-            for clause in clauses {
-                if let Clause::Count { count, object } = *clause {
-                    if !(1..=MAX_COUNT).contains(&count) {
-                        return invalid(format!(
-                            "count {count} for `{}` is outside 1..={MAX_COUNT}",
-                            object.text()
-                        ));
-                    }
-                    total += count;
-                }
-            }
-            if let ([_, second], Clause::Count { object: a, .. }) = (clauses, first) {
-                if matches!(second, Clause::Count { object: b, .. } if b == a) {
-                    return invalid(format!("`{}` appears in two count clauses", a.text()));
-                }
-            }
-            if total > MAX_OBJECTS {
-                return invalid(format!(
-                    "the prompt asks for {total} objects, at most {MAX_OBJECTS} fit a 32x32 image"
-                ));
-            }
-            Ok(())
-        }
-        _ => invalid(format!(
-            "expected one or two count clauses or a single relation clause, got {} clauses \
-             ({})",
-            clauses.len(),
-            clauses.iter().map(Clause::text).collect::<Vec<_>>().join(" | ")
-        )),
+        return Ok(());
     }
+    let counts: Option<Vec<(u8, Object)>> = clauses
+        .iter()
+        .map(|c| match *c {
+            Clause::Count { count, object } => Some((count, object)),
+            Clause::Relation { .. } => None,
+        })
+        .collect();
+    let counts = match counts {
+        Some(counts) if (1..=2).contains(&counts.len()) => counts,
+        _ => {
+            let texts: Vec<String> = clauses.iter().map(Clause::text).collect();
+            return invalid(format!(
+                "expected one or two count clauses or a single relation clause, got {} clauses \
+                 ({})",
+                clauses.len(),
+                texts.join(" | ")
+            ));
+        }
+    };
+    if let Some((n, o)) = counts.iter().find(|(n, _)| !(1..=MAX_COUNT).contains(n)) {
+        return invalid(format!("count {n} for `{}` is outside 1..={MAX_COUNT}", o.text()));
+    }
+    if let [(_, a), (_, b)] = counts[..] {
+        if a == b {
+            return invalid(format!("`{}` appears in two count clauses", a.text()));
+        }
+    }
+    let total: u8 = counts.iter().map(|(n, _)| n).sum();
+    if total > MAX_OBJECTS {
+        return invalid(format!(
+            "the prompt asks for {total} objects, at most {MAX_OBJECTS} fit a 32x32 image"
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -393,6 +422,17 @@ mod tests {
         assert!(Prompt::new(vec![rel(RED_CIRCLE, BLUE_SQUARE), count(1, RED_CIRCLE)]).is_err());
         let err = Prompt::new(vec![count(1, RED_CIRCLE); 3]).unwrap_err().to_string();
         assert!(err.contains("3 clauses"), "{err}");
+    }
+
+    #[test]
+    fn serde_goes_through_the_text() {
+        let p = Prompt::from_text("2 red circles and 1 blue square").unwrap();
+        let json = serde_json::to_string(&p).unwrap();
+        assert_eq!(json, "\"2 red circles and 1 blue square\"");
+        assert_eq!(serde_json::from_str::<Prompt>(&json).unwrap(), p);
+        let err = serde_json::from_str::<Prompt>("\"2 red circle\"").unwrap_err().to_string();
+        assert!(err.contains("plural"), "{err}");
+        assert_eq!("3 red circles".parse::<Prompt>().unwrap().to_text(), "3 red circles");
     }
 
     #[test]

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use super::error::{Result, ShapesError};
 use super::grammar::Prompt;
 use super::parse::from_text;
+use crate::worlds::split::Split;
 
 /// One line of a prompt-set file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -18,23 +19,14 @@ use super::parse::from_text;
 pub struct PromptRecord {
     /// The prompt's text in the shapes grammar.
     pub prompt: String,
-    /// Which split it belongs to ("train" or "held_out"), when known.
+    /// Which split it belongs to ("train" or "held_out", as in the other toy worlds), when
+    /// known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub split: Option<SplitName>,
-}
-
-/// The name of a split.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum SplitName {
-    /// Trained on.
-    Train,
-    /// Never trained on; for measuring generalisation.
-    HeldOut,
+    pub split: Option<Split>,
 }
 
 /// Writes `prompts` to `path` as JSONL, tagging each with `split` when given.
-pub fn write_jsonl(path: &Path, prompts: &[Prompt], split: Option<SplitName>) -> Result<()> {
+pub fn write_jsonl(path: &Path, prompts: &[Prompt], split: Option<Split>) -> Result<()> {
     let io = |source| ShapesError::Io { path: path.to_path_buf(), source };
     let mut text = String::new();
     for p in prompts {
@@ -53,14 +45,14 @@ pub fn write_jsonl(path: &Path, prompts: &[Prompt], split: Option<SplitName>) ->
 
 /// Reads a JSONL prompt set: every non-blank line must be a [`PromptRecord`] whose prompt
 /// parses. Returns the prompts with their split tags, in file order.
-pub fn read_jsonl(path: &Path) -> Result<Vec<(Prompt, Option<SplitName>)>> {
+pub fn read_jsonl(path: &Path) -> Result<Vec<(Prompt, Option<Split>)>> {
     let text = std::fs::read_to_string(path)
         .map_err(|source| ShapesError::Io { path: path.to_path_buf(), source })?;
     parse_jsonl(&text, path)
 }
 
 /// Parses JSONL text as [`read_jsonl`] does; `path` only names the source in errors.
-pub fn parse_jsonl(text: &str, path: &Path) -> Result<Vec<(Prompt, Option<SplitName>)>> {
+pub fn parse_jsonl(text: &str, path: &Path) -> Result<Vec<(Prompt, Option<Split>)>> {
     let mut out = Vec::new();
     for (i, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
@@ -86,13 +78,13 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("drift-shapes-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("held_out.jsonl");
-        write_jsonl(&path, &s.held_out, Some(SplitName::HeldOut)).unwrap();
+        write_jsonl(&path, &s.held_out, Some(Split::HeldOut)).unwrap();
         let back = read_jsonl(&path).unwrap();
         std::fs::remove_dir_all(&dir).unwrap();
         assert_eq!(back.len(), s.held_out.len());
         for ((p, tag), want) in back.iter().zip(&s.held_out) {
             assert_eq!(p, want);
-            assert_eq!(*tag, Some(SplitName::HeldOut));
+            assert_eq!(*tag, Some(Split::HeldOut));
         }
     }
 
@@ -102,7 +94,7 @@ mod tests {
         let ok = "{\"prompt\": \"3 red circles\"}\n\n{\"prompt\": \"1 blue square\", \"split\": \"train\"}\n";
         let parsed = parse_jsonl(ok, path).unwrap();
         assert_eq!(parsed.len(), 2);
-        assert_eq!(parsed[1].1, Some(SplitName::Train));
+        assert_eq!(parsed[1].1, Some(Split::Train));
         let cases = [
             ("{\"prompt\": \"3 red circles\", \"seed\": 1}", "unknown field `seed`"),
             ("{\"prompt\": \"3 purple circles\"}", "`purple`"),

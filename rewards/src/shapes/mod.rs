@@ -27,7 +27,7 @@ pub mod vocab;
 pub use error::ShapesError;
 pub use grammar::{Clause, Colour, Object, Prompt, Relation, ShapeKind};
 pub use parse::from_text;
-pub use render::{layout, render_prompt, RenderOptions};
+pub use render::{layout, render_prompt, training_example, RenderOptions};
 pub use reward::{ShapesReward, ShapesScore};
 pub use scene::{Scene, SceneObject, IMAGE_SIZE};
 pub use split::{all_prompts, split, PromptSplit, SplitConfig};

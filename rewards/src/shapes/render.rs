@@ -99,6 +99,20 @@ pub fn render_prompt(prompt: &Prompt, seed: u64) -> Image {
     layout(prompt, seed, &RenderOptions::default()).render()
 }
 
+/// Training example `index` of a pretraining stream over `prompts`: a prompt drawn uniformly
+/// by the key `(seed, index)` and its render from the same key, so a data loader can resume
+/// at any index and reproduce every example; `None` when `prompts` is empty.
+#[must_use]
+pub fn training_example(prompts: &[Prompt], seed: u64, index: u64) -> Option<(Prompt, Image)> {
+    if prompts.is_empty() {
+        return None;
+    }
+    let mut rng = SplitMix64::keyed(&[seed, 0x7072_6574_7261_696e, index]);
+    let prompt = prompts[rng.below(prompts.len() as u64) as usize].clone();
+    let image = render_prompt(&prompt, rng.next_u64());
+    Some((prompt, image))
+}
+
 fn jitter(object: Object, amount: u8, rng: &mut SplitMix64) -> [u8; 3] {
     let j = i64::from(amount);
     object.colour.rgb().map(|c| (i64::from(c) + rng.range_inclusive(-j, j)).clamp(0, 255) as u8)
@@ -227,6 +241,16 @@ mod tests {
             let objs = objects.iter().zip(boxes).map(|(&o, b)| boxed(o, b)).collect();
             check_scene(&prompt, &Scene { background: BACKGROUND, objects: objs });
         }
+    }
+
+    #[test]
+    fn training_examples_are_keyed_by_index() {
+        let prompts = crate::shapes::split::all_prompts();
+        let a = training_example(&prompts, 1, 42).unwrap();
+        assert_eq!(Some(a.clone()), training_example(&prompts, 1, 42));
+        assert_ne!(Some(a.clone()), training_example(&prompts, 1, 43));
+        assert!(crate::shapes::verify::verify(&a.0, &a.1).strict);
+        assert!(training_example(&[], 1, 0).is_none());
     }
 
     #[test]
