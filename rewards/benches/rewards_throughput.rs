@@ -1,0 +1,92 @@
+//! Reward throughput: code rewards per second for a batch of 64 samples × 5 tests, in each
+//! sandbox mode available here (bwrap when it works, and limits only), plus the Countdown
+//! and Sudoku verifiers. One JSON line per case on stdout.
+//!
+//! Run: `cargo bench -p drift-rewards`.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use drift_rewards::code::{CodeReward, CodeRewardConfig, Sandbox, SandboxConfig, SandboxMode};
+use drift_rewards::pool::{Pool, PoolConfig};
+use drift_rewards::reward::{Reward, TextSample};
+use drift_rewards::verifiers::{CountdownReward, SudokuReward};
+use drift_rewards::worlds::code::{CodeItem, CodeWorld, CodeWorldConfig};
+use drift_rewards::worlds::countdown::{CountdownConfig, CountdownWorld};
+use drift_rewards::worlds::sudoku::{SudokuConfig, SudokuWorld};
+use drift_rewards::worlds::{Split, TextItem};
+
+const SAMPLES: usize = 64;
+const REPEATS: usize = 3;
+
+fn main() -> Result<(), drift_rewards::RewardError> {
+    let world = CodeWorld::new(CodeWorldConfig::default())?;
+    let items = world.items(Split::Train, SAMPLES);
+    let tests: usize = items.iter().map(|i| i.tests.len()).sum();
+    let batch: Vec<TextSample<CodeItem>> =
+        items.iter().map(|i| TextSample::new(i.clone(), i.target())).collect();
+    let pool = Pool::new(&PoolConfig::default())?;
+    for mode in [SandboxMode::Auto, SandboxMode::Limits] {
+        let sandbox = Sandbox::new(&SandboxConfig { mode, ..SandboxConfig::default() })?;
+        if mode == SandboxMode::Auto && !sandbox.mode().bwrap {
+            println!(
+                "{}",
+                serde_json::json!({"bench": "code_reward", "mode": "bwrap", "skipped": "bwrap does not work here"})
+            );
+            continue;
+        }
+        let active = sandbox.mode().to_string();
+        let reward: Arc<dyn Reward<TextSample<CodeItem>>> =
+            Arc::new(CodeReward::with_sandbox(&CodeRewardConfig::default(), Arc::new(sandbox))?);
+        let mut times = Vec::new();
+        for _ in 0..REPEATS {
+            let start = Instant::now();
+            let out = pool.evaluate(&reward, batch.clone());
+            times.push(start.elapsed().as_secs_f64());
+            let full = out.iter().filter(|o| o.score == 2.5).count();
+            assert_eq!(full, SAMPLES, "reference solutions must score 2.5");
+        }
+        let best = times.iter().cloned().fold(f64::INFINITY, f64::min);
+        let mean = times.iter().sum::<f64>() / times.len() as f64;
+        println!(
+            "{}",
+            serde_json::json!({
+                "bench": "code_reward", "mode": active, "samples": SAMPLES, "tests": tests,
+                "threads": pool.threads(), "best_s": best, "mean_s": mean,
+                "samples_per_s": SAMPLES as f64 / best,
+                "processes_per_s": (tests + SAMPLES) as f64 / best,
+            })
+        );
+    }
+    bench_verifier(
+        "countdown",
+        CountdownReward,
+        CountdownWorld::new(CountdownConfig::default())?.items(Split::Train, 1000),
+    );
+    bench_verifier(
+        "sudoku4",
+        SudokuReward,
+        SudokuWorld::new(SudokuConfig::default())?.items(Split::Train, 1000),
+    );
+    Ok(())
+}
+
+/// Scores each item's target serially, 10 rounds.
+fn bench_verifier<T: Clone, R: Reward<TextSample<T>>>(name: &str, reward: R, items: Vec<T>)
+where
+    T: TextItem,
+{
+    let batch: Vec<TextSample<T>> =
+        items.iter().map(|i| TextSample::new(i.clone(), i.target())).collect();
+    let start = Instant::now();
+    let mut total = 0.0;
+    for _ in 0..10 {
+        total += reward.evaluate_batch(&batch).iter().map(|o| o.score).sum::<f64>();
+    }
+    let secs = start.elapsed().as_secs_f64();
+    assert_eq!(total, 10.0 * batch.len() as f64);
+    println!(
+        "{}",
+        serde_json::json!({"bench": name, "samples": 10 * batch.len(), "seconds": secs, "samples_per_s": 10.0 * batch.len() as f64 / secs})
+    );
+}
