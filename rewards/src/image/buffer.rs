@@ -2,6 +2,17 @@
 
 use super::error::ImageError;
 
+/// The most pixels an image built from computed sizes may have (2^26, a 8192×8192 sheet).
+pub const MAX_PIXELS: usize = 1 << 26;
+
+fn checked_side(side: usize, factor: usize) -> Result<usize, ImageError> {
+    side.checked_mul(factor).ok_or(ImageError::Argument {
+        name: "upscale factor",
+        value: factor.to_string(),
+        expected: "a factor that keeps the image size representable",
+    })
+}
+
 /// An RGB image with 8 bits per channel, stored row-major as `H × W × 3` bytes — the layout a
 /// flow model's sample has after `(x + 1) * 127.5` and a permute to HWC.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -94,11 +105,12 @@ impl Image {
     }
 
     /// The image magnified by an integer `factor` (nearest neighbour), for viewing 32×32
-    /// samples in a grid; `factor` 0 is treated as 1.
-    #[must_use]
-    pub fn upscale(&self, factor: usize) -> Image {
+    /// samples in a grid; `factor` 0 is treated as 1. Fails when the result would exceed
+    /// [`MAX_PIXELS`].
+    pub fn upscale(&self, factor: usize) -> Result<Image, ImageError> {
         let f = factor.max(1);
-        let mut out = Image::filled(self.width * f, self.height * f, [0, 0, 0]);
+        let (w, h) = (checked_side(self.width, f)?, checked_side(self.height, f)?);
+        let mut out = Image::canvas(w, h, [0, 0, 0])?;
         for y in 0..out.height {
             for x in 0..out.width {
                 if let Some(p) = self.get(x / f, y / f) {
@@ -106,7 +118,20 @@ impl Image {
                 }
             }
         }
-        out
+        Ok(out)
+    }
+
+    /// Like [`Image::filled`], but fails instead of allocating more than [`MAX_PIXELS`]
+    /// pixels, for sizes computed from user input.
+    pub fn canvas(width: usize, height: usize, rgb: [u8; 3]) -> Result<Image, ImageError> {
+        match width.checked_mul(height) {
+            Some(n) if n <= MAX_PIXELS => Ok(Image::filled(width, height, rgb)),
+            _ => Err(ImageError::Argument {
+                name: "image size",
+                value: format!("{width}x{height}"),
+                expected: "at most 2^26 pixels",
+            }),
+        }
     }
 
     /// The image as `3 × H × W` floats in `[−1, 1]` (`v / 127.5 − 1`), the channel-first
@@ -190,7 +215,10 @@ mod tests {
     fn upscale_and_blit() {
         let mut img = Image::filled(2, 1, [0, 0, 0]);
         img.set(1, 0, [255, 0, 0]);
-        let big = img.upscale(3);
+        let big = img.upscale(3).unwrap();
+        assert!(img.upscale(usize::MAX).is_err());
+        assert!(img.upscale(1 << 14).is_err());
+        assert!(Image::canvas(1 << 20, 1 << 20, [0; 3]).is_err());
         assert_eq!((big.width(), big.height()), (6, 3));
         assert_eq!(big.get(3, 2), Some([255, 0, 0]));
         assert_eq!(big.get(2, 2), Some([0, 0, 0]));

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::buffer::Image;
+use super::buffer::{Image, MAX_PIXELS};
 use super::error::ImageError;
 use super::font::{draw_text, ADVANCE, GLYPH_HEIGHT};
 use super::png::write_png;
@@ -89,22 +89,31 @@ pub fn grid(
         let (name, v) = if options.columns == 0 { ("columns", 0) } else { ("scale", 0) };
         return Err(arg(name, v, "a positive integer"));
     }
-    let cell_w = images.iter().map(Image::width).max().unwrap_or(0) * options.scale;
-    let cell_img_h = images.iter().map(Image::height).max().unwrap_or(0) * options.scale;
+    let too_big = || arg("scale", options.scale, "a scale and padding that fit 2^26 pixels");
+    let (pad, scale) = (options.padding, options.scale);
+    let max_w = images.iter().map(Image::width).max().unwrap_or(0);
+    let max_h = images.iter().map(Image::height).max().unwrap_or(0);
+    let cell_w = max_w.checked_mul(scale).filter(|&w| w <= MAX_PIXELS).ok_or_else(too_big)?;
+    let cell_img_h = max_h.checked_mul(scale).filter(|&h| h <= MAX_PIXELS).ok_or_else(too_big)?;
     let chars_per_line = (cell_w + 1) / ADVANCE;
     let wrapped: Vec<Vec<String>> = captions.iter().map(|c| wrap(c, chars_per_line)).collect();
     let lines = wrapped.iter().map(Vec::len).max().unwrap_or(1);
-    let caption_h = lines * (GLYPH_HEIGHT + LINE_GAP);
-    let cell_h = cell_img_h + options.padding / 2 + caption_h;
+    let caption_h = lines.saturating_mul(GLYPH_HEIGHT + LINE_GAP);
     let cols = options.columns.min(images.len());
     let rows = images.len().div_ceil(cols);
-    let pad = options.padding;
-    let mut sheet =
-        Image::filled(cols * (cell_w + pad) + pad, rows * (cell_h + pad) + pad, options.background);
+    // Every size below is checked, so the drawing arithmetic after it cannot overflow.
+    let cell_h = cell_img_h.checked_add(pad / 2).and_then(|h| h.checked_add(caption_h));
+    let side =
+        |n: usize, cell: Option<usize>| n.checked_mul(cell?.checked_add(pad)?)?.checked_add(pad);
+    let (Some(sheet_w), Some(sheet_h)) = (side(cols, Some(cell_w)), side(rows, cell_h)) else {
+        return Err(too_big());
+    };
+    let cell_h = cell_h.unwrap_or(0);
+    let mut sheet = Image::canvas(sheet_w, sheet_h, options.background)?;
     for (i, (image, lines)) in images.iter().zip(&wrapped).enumerate() {
         let x = pad + (i % cols) * (cell_w + pad);
         let y = pad + (i / cols) * (cell_h + pad);
-        sheet.blit(&image.upscale(options.scale), x, y);
+        sheet.blit(&image.upscale(scale)?, x, y);
         for (l, line) in lines.iter().enumerate() {
             let ty = y + cell_img_h + pad / 2 + l * (GLYPH_HEIGHT + LINE_GAP);
             draw_text(&mut sheet, x, ty, line, options.text, 1);
@@ -173,6 +182,12 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("captions"));
+        let huge = GridOptions { scale: usize::MAX / 2, ..GridOptions::default() };
+        assert!(grid(std::slice::from_ref(&img), &["a"], &huge).is_err());
+        let big = GridOptions { scale: 2_000, ..GridOptions::default() };
+        assert!(grid(std::slice::from_ref(&img), &["a"], &big).is_err());
+        let wide = GridOptions { padding: usize::MAX, ..GridOptions::default() };
+        assert!(grid(std::slice::from_ref(&img), &["a"], &wide).is_err());
         let zero = GridOptions { columns: 0, ..GridOptions::default() };
         assert!(grid(&[img], &["a"], &zero).unwrap_err().to_string().contains("columns"));
     }

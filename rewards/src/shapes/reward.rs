@@ -28,6 +28,17 @@ pub enum ShapesScore {
 /// per clause (name = the clause's text, weight = 1 / number of clauses, score = its credit);
 /// `notes` record `strict`, `partial` and every object found (`found`), so a training log
 /// shows what the model drew.
+///
+/// ```
+/// use drift_rewards::reward::{ImageSample, Reward};
+/// use drift_rewards::shapes::{render_prompt, Prompt, ShapesReward};
+///
+/// let prompt = Prompt::from_text("2 green triangles and 1 red square").unwrap();
+/// let image = render_prompt(&prompt, 0);
+/// let sample = ImageSample::new(prompt, 32, 32, image.into_raw()).unwrap();
+/// let out = ShapesReward::default().evaluate_batch(&[sample]);
+/// assert_eq!(out[0].score, 1.0);
+/// ```
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ShapesReward {
