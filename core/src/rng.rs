@@ -225,11 +225,16 @@ impl RngKey {
         dtype: DType,
         device: &Device,
     ) -> Result<Tensor> {
-        let per_row: Vec<Tensor> = rows
-            .iter()
-            .map(|&r| self.row(r).uniform(cols, dtype, device))
-            .collect::<Result<_>>()?;
-        stack_rows(&per_row, cols, dtype, device)
+        let t = if dtype == DType::F64 {
+            let v: Vec<f64> =
+                rows.iter().flat_map(|&r| self.row(r).uniform_f64_vec(cols)).collect();
+            Tensor::from_vec(v, (rows.len(), cols), device)?
+        } else {
+            let v: Vec<f32> =
+                rows.iter().flat_map(|&r| self.row(r).uniform_f32_vec(cols)).collect();
+            Tensor::from_vec(v, (rows.len(), cols), device)?.to_dtype(dtype)?
+        };
+        Ok(t)
     }
 
     /// `[rows.len(), cols]` standard normals where row `j` is drawn under `self.row(rows[j])`.
@@ -240,17 +245,9 @@ impl RngKey {
         dtype: DType,
         device: &Device,
     ) -> Result<Tensor> {
-        let per_row: Vec<Tensor> =
-            rows.iter().map(|&r| self.row(r).normal(cols, dtype, device)).collect::<Result<_>>()?;
-        stack_rows(&per_row, cols, dtype, device)
+        let v: Vec<f64> = rows.iter().flat_map(|&r| self.row(r).normal_f64_vec(cols)).collect();
+        Ok(Tensor::from_vec(v, (rows.len(), cols), device)?.to_dtype(dtype)?)
     }
-}
-
-fn stack_rows(rows: &[Tensor], cols: usize, dtype: DType, device: &Device) -> Result<Tensor> {
-    if rows.is_empty() {
-        return Ok(Tensor::zeros((0, cols), dtype, device)?);
-    }
-    Ok(Tensor::stack(rows, 0)?)
 }
 
 fn bits_to_f64(hi: u32, lo: u32) -> f64 {
