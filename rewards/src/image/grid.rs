@@ -37,6 +37,41 @@ impl Default for GridOptions {
 /// Pixels between caption lines.
 const LINE_GAP: usize = 2;
 
+/// The pixel sizes of a grid sheet, computed with checked arithmetic so the drawing code that
+/// uses them cannot overflow.
+struct Sheet {
+    cell_w: usize,
+    cell_img_h: usize,
+    cell_h: usize,
+    cols: usize,
+    sheet_w: usize,
+    sheet_h: usize,
+}
+
+impl Sheet {
+    /// Sizes for `n ≥ 1` images of at most `max` (width, height) with `lines` caption lines;
+    /// `None` when a size overflows or the sheet exceeds [`MAX_PIXELS`].
+    fn new(n: usize, max: (usize, usize), lines: usize, o: &GridOptions) -> Option<Sheet> {
+        let pad = o.padding;
+        let cell_w = max.0.checked_mul(o.scale)?;
+        let cell_img_h = max.1.checked_mul(o.scale)?;
+        let caption_h = lines.checked_mul(GLYPH_HEIGHT + LINE_GAP)?;
+        let cell_h = cell_img_h.checked_add(pad / 2)?.checked_add(caption_h)?;
+        let cols = o.columns.min(n).max(1);
+        let side = |k: usize, cell: usize| k.checked_mul(cell.checked_add(pad)?)?.checked_add(pad);
+        let sheet_w = side(cols, cell_w)?;
+        let sheet_h = side(n.div_ceil(cols), cell_h)?;
+        (sheet_w.checked_mul(sheet_h)? <= MAX_PIXELS).then_some(Sheet {
+            cell_w,
+            cell_img_h,
+            cell_h,
+            cols,
+            sheet_w,
+            sheet_h,
+        })
+    }
+}
+
 /// `text` broken into lines of at most `width` characters at spaces (a word longer than a line
 /// is split); always at least one line.
 #[must_use]
@@ -89,26 +124,16 @@ pub fn grid(
         let (name, v) = if options.columns == 0 { ("columns", 0) } else { ("scale", 0) };
         return Err(arg(name, v, "a positive integer"));
     }
-    let too_big = || arg("scale", options.scale, "a scale and padding that fit 2^26 pixels");
-    let (pad, scale) = (options.padding, options.scale);
     let max_w = images.iter().map(Image::width).max().unwrap_or(0);
     let max_h = images.iter().map(Image::height).max().unwrap_or(0);
-    let cell_w = max_w.checked_mul(scale).filter(|&w| w <= MAX_PIXELS).ok_or_else(too_big)?;
-    let cell_img_h = max_h.checked_mul(scale).filter(|&h| h <= MAX_PIXELS).ok_or_else(too_big)?;
-    let chars_per_line = (cell_w + 1) / ADVANCE;
+    let chars_per_line = max_w.saturating_mul(options.scale).saturating_add(1) / ADVANCE;
     let wrapped: Vec<Vec<String>> = captions.iter().map(|c| wrap(c, chars_per_line)).collect();
     let lines = wrapped.iter().map(Vec::len).max().unwrap_or(1);
-    let caption_h = lines.saturating_mul(GLYPH_HEIGHT + LINE_GAP);
-    let cols = options.columns.min(images.len());
-    let rows = images.len().div_ceil(cols);
-    // Every size below is checked, so the drawing arithmetic after it cannot overflow.
-    let cell_h = cell_img_h.checked_add(pad / 2).and_then(|h| h.checked_add(caption_h));
-    let side =
-        |n: usize, cell: Option<usize>| n.checked_mul(cell?.checked_add(pad)?)?.checked_add(pad);
-    let (Some(sheet_w), Some(sheet_h)) = (side(cols, Some(cell_w)), side(rows, cell_h)) else {
-        return Err(too_big());
-    };
-    let cell_h = cell_h.unwrap_or(0);
+    let Sheet { cell_w, cell_img_h, cell_h, cols, sheet_w, sheet_h } =
+        Sheet::new(images.len(), (max_w, max_h), lines, options).ok_or_else(|| {
+            arg("scale", options.scale, "a scale and padding that fit 2^26 pixels")
+        })?;
+    let (pad, scale) = (options.padding, options.scale);
     let mut sheet = Image::canvas(sheet_w, sheet_h, options.background)?;
     for (i, (image, lines)) in images.iter().zip(&wrapped).enumerate() {
         let x = pad + (i % cols) * (cell_w + pad);

@@ -23,7 +23,7 @@ use super::error::{Result, ShapesError};
 pub const MAX_COUNT: u8 = 4;
 
 /// The most objects a whole prompt may ask for (two count clauses together), so every
-/// prompt has a non-overlapping layout in 32×32 with shapes of 7–10 px.
+/// prompt has a non-overlapping layout in 32×32 with shapes of 7–11 px.
 pub const MAX_OBJECTS: u8 = 6;
 
 /// A colour of the shapes world.

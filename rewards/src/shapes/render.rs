@@ -1,7 +1,7 @@
 //! The renderer: lays a prompt out as a [`Scene`] from a seed and paints it, producing correct
 //! 32×32 pretraining images for the flow model.
 //!
-//! Layout rules: every object gets a square bounding box of 7–10 px (smaller when the prompt
+//! Layout rules: every object gets a square bounding box of 7–11 px (smaller when the prompt
 //! asks for more objects, one more for triangles), one pixel clear of the border and [`MIN_GAP`] pixels clear of every
 //! other box, so same-coloured shapes never merge; a relation holds on pixel centroids with
 //! [`RENDER_MARGIN`] to spare, well above the verifier's margin, so an imperfect copy of a

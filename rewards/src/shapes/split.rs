@@ -174,6 +174,16 @@ mod tests {
     }
 
     #[test]
+    fn every_prompt_round_trips_through_text_and_tokens() {
+        for p in all_prompts() {
+            let text = p.to_text();
+            assert_eq!(crate::shapes::parse::from_text(&text).unwrap(), p, "{text}");
+            let back = crate::shapes::vocab::detokenize(&tokenize(&p)).unwrap();
+            assert_eq!(back, text);
+        }
+    }
+
+    #[test]
     fn split_is_a_deterministic_partition_keyed_by_seed() {
         let a = split(&SplitConfig::default()).unwrap();
         assert_eq!(a, split(&SplitConfig::default()).unwrap());
