@@ -32,4 +32,4 @@ pub use reward::{ShapesReward, ShapesScore};
 pub use scene::{Scene, SceneObject, IMAGE_SIZE};
 pub use split::{all_prompts, split, PromptSplit, SplitConfig};
 pub use verify::{verify, verify_with, Detection, Verdict, VerifyOptions};
-pub use vocab::{tokenize, MAX_TOKENS, PAD_ID, VOCABULARY};
+pub use vocab::{tokenize, MAX_TOKENS, PAD_ID, VOCABULARY, VOCAB_SIZE};

@@ -34,6 +34,9 @@ pub const VOCABULARY: [&str; 22] = [
     "below",
 ];
 
+/// The number of token ids (the embedding table size of a text encoder), padding included.
+pub const VOCAB_SIZE: usize = VOCABULARY.len();
+
 /// The token id of the padding token `<pad>`.
 pub const PAD_ID: u32 = 0;
 
