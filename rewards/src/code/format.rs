@@ -12,8 +12,9 @@ use crate::reward::{Details, Evaluation, Reward, TextSample};
 use crate::RewardError;
 
 /// The checker run in the sandbox: exit 0 when `solution.py` compiles, 3 on a syntax error.
-const CHECK: &str = "import sys\n\
-src = open('solution.py', encoding='utf-8', errors='replace').read()\n\
+const CHECK: &str = "import os, sys\n\
+path = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'solution.py')\n\
+src = open(path, encoding='utf-8', errors='replace').read()\n\
 try:\n    compile(src, 'solution.py', 'exec')\n\
 except (SyntaxError, ValueError):\n    sys.exit(3)\n";
 

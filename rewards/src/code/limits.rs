@@ -76,6 +76,23 @@ unsafe fn set(resource: libc::__rlimit_resource_t, value: u64) -> io::Result<()>
     Ok(())
 }
 
+/// The number of processes whose real uid is this process's (from `/proc`): what
+/// `RLIMIT_NPROC` already counts when runs share the parent's uid.
+pub fn processes_of_current_user() -> u64 {
+    // SAFETY: getuid has no preconditions.
+    let me = unsafe { libc::getuid() }.to_string();
+    let Ok(dir) = std::fs::read_dir("/proc") else { return 0 };
+    dir.flatten()
+        .filter_map(|e| std::fs::read_to_string(e.path().join("status")).ok())
+        .filter(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .is_some_and(|u| u == me)
+        })
+        .count() as u64
+}
+
 /// Sends SIGKILL to the process group `pgid` (the run's session leader's pid).
 pub fn kill_group(pgid: u32) {
     // SAFETY: kill has no memory-safety preconditions; a stale group yields ESRCH.

@@ -1,8 +1,9 @@
 //! A sandbox for running untrusted Python: one fresh temp directory per run, an empty
 //! environment, no stdin, capped output, `setrlimit` limits, its own session and process
 //! group (killed whole on time-out), its own unprivileged uid when the parent is root, and,
-//! when bubblewrap works here, a `bwrap` jail (read-only `/`, private `/tmp`, no network,
-//! own pid namespace, dies with its parent).
+//! when bubblewrap works here, a `bwrap` jail (read-only `/`, no network, own pid namespace,
+//! dies with its parent) whose only writable place is its working directory `/tmp`, a private
+//! tmpfs of [`SandboxConfig::tmpfs_mb`]; the run's files are bound read-only at `/tmp/src`.
 //!
 //! [`Sandbox::new`] probes once which of these are available (`bwrap --ro-bind / / true`, and
 //! a trial run of the interpreter under the dropped uid) and reports the active mode in
@@ -60,6 +61,9 @@ pub struct SandboxConfig {
     pub max_output_bytes: usize,
     /// Give each run its own unprivileged uid when the parent is root. Default true.
     pub drop_privileges: bool,
+    /// Size of the private `/tmp` under bwrap, MiB: the most a run can write in total.
+    /// Default 64. (Without bwrap only the per-file limit and the time bound writes.)
+    pub tmpfs_mb: u64,
 }
 
 impl Default for SandboxConfig {
@@ -74,6 +78,7 @@ impl Default for SandboxConfig {
             max_processes: 16,
             max_output_bytes: 65_536,
             drop_privileges: true,
+            tmpfs_mb: 64,
         }
     }
 }
@@ -86,13 +91,16 @@ pub struct ActiveMode {
     /// Runs have their own unprivileged uid (per-run process limit, no write access to
     /// root-owned files).
     pub own_uid: bool,
+    /// The bwrap `/tmp` has a size limit (bwrap ≥ 0.5 supports `--size`).
+    pub sized_tmpfs: bool,
 }
 
 impl std::fmt::Display for ActiveMode {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let jail = if self.bwrap { "bwrap" } else { "limits" };
         let uid = if self.own_uid { "+uid" } else { "" };
-        write!(f, "{jail}{uid}")
+        let size = if self.bwrap && !self.sized_tmpfs { "+unsized-tmp" } else { "" };
+        write!(f, "{jail}{uid}{size}")
     }
 }
 
@@ -103,11 +111,14 @@ pub struct Sandbox {
     limits: Limits,
     timeout: Duration,
     cap: usize,
+    tmpfs_bytes: u64,
     mode: ActiveMode,
 }
 
-/// The directory runs see as their working directory under bwrap.
-const JAIL_DIR: &str = "/tmp/sandbox";
+/// The working directory of runs under bwrap (a private tmpfs).
+const JAIL_DIR: &str = "/tmp";
+/// Where the run's files are bound, read-only, under bwrap.
+const JAIL_SRC: &str = "/tmp/src";
 
 static BWRAP_WARNING: Once = Once::new();
 static NEXT_DIR: AtomicU64 = AtomicU64::new(0);
@@ -116,7 +127,12 @@ impl Sandbox {
     /// Validates `cfg`, resolves the interpreter and probes bwrap and the uid drop.
     pub fn new(cfg: &SandboxConfig) -> Result<Self, RewardError> {
         let timeout = positive_secs("timeout_s", cfg.timeout_s)?;
-        for (field, v) in [("memory_mb", cfg.memory_mb), ("max_processes", cfg.max_processes)] {
+        let positive = [
+            ("memory_mb", cfg.memory_mb),
+            ("max_processes", cfg.max_processes),
+            ("tmpfs_mb", cfg.tmpfs_mb),
+        ];
+        for (field, v) in positive {
             if v == 0 {
                 return Err(RewardError::Config {
                     field,
@@ -135,17 +151,21 @@ impl Sandbox {
         };
         let python = resolve_python(cfg.python.as_deref())?;
         let cap = cfg.max_output_bytes;
-        let mut sb = Self {
-            python,
-            limits,
-            timeout,
-            cap,
-            mode: ActiveMode { bwrap: false, own_uid: false },
-        };
+        let mode = ActiveMode { bwrap: false, own_uid: false, sized_tmpfs: false };
+        let mut sb = Self { python, limits, timeout, cap, tmpfs_bytes: cfg.tmpfs_mb << 20, mode };
         sb.mode.own_uid = cfg.drop_privileges && limits::is_root() && sb.probe();
+        if !sb.mode.own_uid {
+            // RLIMIT_NPROC counts all of this user's processes: leave room for those running.
+            sb.limits.processes += limits::processes_of_current_user();
+        }
         if cfg.mode != SandboxMode::Limits {
+            // Try bwrap with a sized /tmp, then without (old bwrap), then give up on it.
             sb.mode.bwrap = true;
+            sb.mode.sized_tmpfs = true;
             if !sb.probe() {
+                sb.mode.sized_tmpfs = false;
+            }
+            if !sb.mode.sized_tmpfs && !sb.probe() {
                 sb.mode.bwrap = false;
                 if cfg.mode == SandboxMode::Bwrap {
                     return Err(RewardError::Invalid {
@@ -175,9 +195,11 @@ impl Sandbox {
         &self.python
     }
 
-    /// Runs `python -I -S -B <script>` in a fresh working directory holding `files`
-    /// (`(name, contents)`; `script` must be one of them), under every limit, and removes the
-    /// directory afterwards.
+    /// Runs `python -I -S -B <script>` under every limit, with `files` (`(name, contents)`;
+    /// `script` must be one of them) in a fresh directory removed afterwards. Without bwrap
+    /// that directory is the working directory; under bwrap it is bound read-only at
+    /// `/tmp/src` and the working directory is the private `/tmp`. A script finds its
+    /// companions next to itself (`os.path.dirname(__file__)`) in both cases.
     pub fn run_python(
         &self,
         files: &[(&str, &str)],
@@ -219,14 +241,18 @@ impl Sandbox {
             return cmd;
         }
         let mut cmd = Command::new("bwrap");
-        cmd.args(["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"])
-            .arg("--bind")
+        cmd.args(["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]);
+        if self.mode.sized_tmpfs {
+            cmd.arg("--size").arg(self.tmpfs_bytes.to_string());
+        }
+        cmd.args(["--tmpfs", JAIL_DIR, "--ro-bind"])
             .arg(dir)
-            .args([JAIL_DIR, "--chdir", JAIL_DIR])
+            .args([JAIL_SRC, "--chdir", JAIL_DIR])
             .args(["--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts"])
             .args(["--die-with-parent", "--"])
             .arg(&self.python)
-            .args(["-I", "-S", "-B", script]);
+            .args(["-I", "-S", "-B"])
+            .arg(format!("{JAIL_SRC}/{script}"));
         cmd
     }
 
