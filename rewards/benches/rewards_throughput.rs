@@ -72,10 +72,11 @@ fn main() -> Result<(), drift_rewards::RewardError> {
 }
 
 /// Scores each item's target serially, 10 rounds.
-fn bench_verifier<T: Clone, R: Reward<TextSample<T>>>(name: &str, reward: R, items: Vec<T>)
-where
-    T: TextItem,
-{
+fn bench_verifier<T: Clone + TextItem, R: Reward<TextSample<T>>>(
+    name: &str,
+    reward: R,
+    items: Vec<T>,
+) {
     let batch: Vec<TextSample<T>> =
         items.iter().map(|i| TextSample::new(i.clone(), i.target())).collect();
     let start = Instant::now();

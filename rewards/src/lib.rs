@@ -1,8 +1,32 @@
-//! drift-rewards: rewards, verifiers and the shipped toy worlds.
+//! drift-rewards: rewards, verifiers and the shipped toy worlds (DESIGN.md §4,
+//! ALGORITHMS.md §10).
 //!
-//! - [`reward`]: the [`Reward`] trait (generic over the sample type), outcomes, failures;
+//! - [`reward`]: the [`Reward`] trait, generic over the sample type ([`reward::TextSample`]
+//!   for text, [`reward::ImageSample`] or the image module's own type for images), with
+//!   per-sample [`Details`] and recorded [`Failure`]s instead of crashes;
 //! - [`pool`]: parallel evaluation on a bounded thread pool with per-sample time-outs;
-//! - [`combine`]: weighted sums of rewards.
+//! - [`combine`]: weighted sums of rewards;
+//! - [`code`]: DiffuCoder's code reward (format gate 0.5 + execution 2.0) in a sandbox
+//!   (rlimits, empty environment, per-run uid, bwrap when it works);
+//! - [`verifiers`]: math final answers, Countdown, Sudoku;
+//! - [`worlds`]: the code, Sudoku and Countdown toy worlds with seeded train / held-out
+//!   splits; [`jsonl`]: their prompt sets as JSON Lines.
+//!
+//! ```
+//! use drift_rewards::reward::{Reward, TextSample};
+//! use drift_rewards::verifiers::CountdownReward;
+//! use drift_rewards::worlds::countdown::{CountdownConfig, CountdownWorld};
+//! use drift_rewards::worlds::{Split, TextItem};
+//!
+//! let world = CountdownWorld::new(CountdownConfig::default())?;
+//! let item = world.item(Split::Train, 0);
+//! let good = TextSample::new(item.clone(), item.target());
+//! let bad = TextSample::new(item.clone(), "<answer>1 + 1</answer>");
+//! let scores: Vec<f64> =
+//!     CountdownReward.evaluate_batch(&[good, bad]).iter().map(|o| o.score).collect();
+//! assert_eq!(scores, vec![1.0, 0.1]);
+//! # Ok::<(), drift_rewards::RewardError>(())
+//! ```
 
 pub mod code;
 pub mod combine;

@@ -4,8 +4,10 @@
 use std::collections::HashSet;
 
 use drift_rewards::jsonl::{read_jsonl, write_jsonl};
+use drift_rewards::reward::{Reward, TextSample};
 use drift_rewards::verifiers::countdown::verify as verify_countdown;
 use drift_rewards::verifiers::sudoku::verify as verify_sudoku;
+use drift_rewards::verifiers::{CountdownReward, SudokuReward};
 use drift_rewards::worlds::countdown::{CountdownConfig, CountdownItem, CountdownWorld};
 use drift_rewards::worlds::sudoku::solver::solve;
 use drift_rewards::worlds::sudoku::{SudokuConfig, SudokuItem, SudokuWorld};
@@ -43,6 +45,13 @@ fn check_sudoku(cfg: SudokuConfig, n_items: usize) {
         seen.iter().filter(|(s, _)| *s == Split::Train).map(|(_, p)| p.clone()).collect();
     assert!(seen.iter().filter(|(s, _)| *s == Split::HeldOut).all(|(_, p)| !train.contains(p)));
     assert_eq!(world.item(Split::Train, 3), world.item(Split::Train, 3));
+    let item = world.item(Split::Train, 0);
+    let ev = SudokuReward.evaluate(&TextSample::new(item.clone(), item.target())).unwrap();
+    assert_eq!(ev.score, 1.0);
+    assert_eq!(ev.details.notes, vec![("solved".to_string(), "true".to_string())]);
+    let ev = SudokuReward.evaluate(&TextSample::new(item, "no grid")).unwrap();
+    assert_eq!(ev.score, 0.0);
+    assert!(ev.details.gate.is_some());
 }
 
 #[test]
@@ -87,6 +96,8 @@ fn countdown_items_are_solvable_by_their_reference() {
                 let (score, why) =
                     verify_countdown(&item.numbers, item.target, &item.target_text());
                 assert_eq!(score, 1.0, "{item:?}: {why:?}");
+                let sample = TextSample::new(item.clone(), item.target_text());
+                assert_eq!(CountdownReward.evaluate(&sample).unwrap().score, 1.0);
                 let wrong = format!("<answer>{} + 1</answer>", item.solution);
                 assert!(verify_countdown(&item.numbers, item.target, &wrong).0 < 1.0);
                 let mut key = item.numbers.clone();

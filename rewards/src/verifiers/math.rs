@@ -10,7 +10,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::reward::{Details, Evaluation, Reward, TextSample};
+use crate::reward::{Evaluation, Reward, TextSample};
 use crate::RewardError;
 
 /// Relative tolerance of the numeric comparison.
@@ -177,7 +177,7 @@ impl<T: MathTask> Reward<TextSample<T>> for MathReward {
             Evaluation::gated(0.0, format!("answer `{pred}` ≠ reference `{}`", s.task.answer()))
         };
         ev.details.notes.push(("answer".into(), pred.to_string()));
-        Ok(Evaluation { details: Details { ..ev.details }, ..ev })
+        Ok(ev)
     }
 }
 
@@ -204,7 +204,19 @@ mod tests {
         assert!(answers_match("50%", "50"));
         assert!(answers_match("x + 1", "x+1"));
         assert!(!answers_match("", ""));
-        assert!(!answers_match("1/0", "1/0") || normalize("1/0") == "1/0");
         assert!(!answers_match("2", "3"));
+    }
+
+    #[test]
+    fn reward_over_text_samples() {
+        let task = MathProblem { question: "3/4 of 8?".into(), answer: "6".into() };
+        let out = MathReward.evaluate_batch(&[
+            TextSample::new(task.clone(), "3/4 of 8 is \\boxed{6}"),
+            TextSample::new(task.clone(), "it is 5"),
+            TextSample::new(task, "no idea"),
+        ]);
+        assert_eq!(out.iter().map(|o| o.score).collect::<Vec<_>>(), vec![1.0, 0.0, 0.0]);
+        assert_eq!(out[1].details.notes, vec![("answer".to_string(), "5".to_string())]);
+        assert!(out[2].details.gate.is_some());
     }
 }
