@@ -1,1 +1,144 @@
-fn main() {}
+//! Forward throughput of the dLLM models, beside a plain f32 matmul as this machine's
+//! reference peak. One JSON line per case on stdout:
+//!
+//! - `matmul`: `n × n × n` f32 candle matmul, GFLOP/s = `2 n³ / s`;
+//! - `forward`: config, architecture, parameters, batch, seq_len, mode (`frozen`: plain tensors
+//!   and fused kernels, the rollout path; `tracked`: `Var` weights and the differentiable
+//!   kernels, the training path), tokens/s, and GFLOP/s achieved with
+//!   `FLOPs = 2 · P_matmul · tokens + 4 · B · T² · d · L` (`P_matmul` = parameters in matmuls,
+//!   i.e. all but the input embedding and norm gains; the second term is `q kᵀ` and `p v`),
+//!   plus that as a fraction of the measured matmul rate.
+//!
+//! Run with `cargo bench -p drift-dllm` (add `--features mkl` for MKL).
+
+use std::time::Instant;
+
+use candle_core::{DType, Device};
+use drift_core::rng::RngKey;
+use drift_dllm::model::{DiffusionLm, LoadOptions, ModelConfig, TinySize, VocabSpec};
+use serde_json::json;
+
+const VOCAB: VocabSpec = VocabSpec { vocab_size: 128, mask_id: 1, pad_id: 0, bos_id: 2, eos_id: 3 };
+
+/// Median seconds of `iters` timed runs of `f` after one warm-up run.
+fn time<T>(iters: usize, mut f: impl FnMut() -> T) -> f64 {
+    std::hint::black_box(f());
+    let mut runs: Vec<f64> = (0..iters)
+        .map(|_| {
+            let start = Instant::now();
+            std::hint::black_box(f());
+            start.elapsed().as_secs_f64()
+        })
+        .collect();
+    runs.sort_by(f64::total_cmp);
+    runs[runs.len() / 2]
+}
+
+fn matmul_gflops(n: usize) -> candle_core::Result<f64> {
+    let a = RngKey::new(1)
+        .normal((n, n), DType::F32, &Device::Cpu)
+        .map_err(candle_core::Error::wrap)?;
+    let b = RngKey::new(2)
+        .normal((n, n), DType::F32, &Device::Cpu)
+        .map_err(candle_core::Error::wrap)?;
+    let secs = time(5, || a.matmul(&b));
+    let gflops = 2.0 * (n as f64).powi(3) / secs / 1e9;
+    println!(
+        "{}",
+        json!({"case": "matmul", "n": n, "dtype": "f32", "seconds": secs, "gflops": gflops})
+    );
+    Ok(gflops)
+}
+
+struct Case {
+    size: TinySize,
+    llada: bool,
+    batch: usize,
+    seq_len: usize,
+    tracked: bool,
+    iters: usize,
+}
+
+fn forward_case(c: &Case, peak: f64) -> drift_dllm::Result<()> {
+    let spec = c.size.spec();
+    let cfg: ModelConfig = if c.llada { spec.llada(VOCAB) } else { spec.dream(VOCAB) };
+    let opts = LoadOptions { trainable: c.tracked, ..LoadOptions::default() };
+    let model = DiffusionLm::init(cfg, RngKey::new(0), &opts)?;
+    let ids = (RngKey::new(3).uniform((c.batch, c.seq_len), DType::F32, &Device::Cpu)? * 124.0)?
+        .floor()?
+        .affine(1.0, 4.0)?
+        .to_dtype(DType::U32)?;
+    let secs = time(c.iters, || model.raw_logits(&ids, None).map(|l| l.dims().to_vec()));
+    let params = model.num_parameters();
+    let p_matmul =
+        params - VOCAB.vocab_size * spec.d_model - (2 * spec.n_layers + 1) * spec.d_model;
+    let tokens = (c.batch * c.seq_len) as f64;
+    let attn =
+        4.0 * c.batch as f64 * (c.seq_len as f64).powi(2) * (spec.d_model * spec.n_layers) as f64;
+    let gflops = (2.0 * p_matmul as f64 * tokens + attn) / secs / 1e9;
+    let line = json!({
+        "case": "forward",
+        "config": c.size.name(),
+        "arch": if c.llada { "llada" } else { "dream" },
+        "mode": if c.tracked { "tracked" } else { "frozen" },
+        "params": params,
+        "batch": c.batch,
+        "seq_len": c.seq_len,
+        "seconds": secs,
+        "tokens_per_s": tokens / secs,
+        "gflops": gflops,
+        "fraction_of_matmul": gflops / peak,
+    });
+    println!("{line}");
+    Ok(())
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let peak = matmul_gflops(1024)?;
+    let cases = [
+        Case {
+            size: TinySize::Micro,
+            llada: true,
+            batch: 8,
+            seq_len: 128,
+            tracked: false,
+            iters: 7,
+        },
+        Case {
+            size: TinySize::Micro,
+            llada: false,
+            batch: 8,
+            seq_len: 128,
+            tracked: false,
+            iters: 7,
+        },
+        Case {
+            size: TinySize::Micro,
+            llada: true,
+            batch: 8,
+            seq_len: 128,
+            tracked: true,
+            iters: 7,
+        },
+        Case {
+            size: TinySize::Small50M,
+            llada: true,
+            batch: 4,
+            seq_len: 256,
+            tracked: false,
+            iters: 3,
+        },
+        Case {
+            size: TinySize::Small50M,
+            llada: false,
+            batch: 4,
+            seq_len: 256,
+            tracked: false,
+            iters: 3,
+        },
+    ];
+    for c in &cases {
+        forward_case(c, peak)?;
+    }
+    Ok(())
+}
