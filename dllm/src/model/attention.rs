@@ -136,3 +136,60 @@ pub fn repeat_kv(x: &Tensor, groups: usize) -> Result<Tensor> {
     let (b, n_kv, t, d) = x.dims4()?;
     Ok(x.unsqueeze(2)?.expand((b, n_kv, groups, t, d))?.reshape((b, n_kv * groups, t, d))?)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use candle_core::{Device, IndexOp};
+    use drift_core::rng::RngKey;
+    use std::collections::HashMap;
+
+    fn randn(seed: u64, shape: &[usize]) -> Tensor {
+        RngKey::new(seed).normal(shape, DType::F32, &Device::Cpu).unwrap()
+    }
+
+    fn layer(spec: AttentionSpec) -> Attention {
+        let kv = spec.n_kv_heads * spec.head_dim();
+        let mut ts = HashMap::new();
+        for (i, (name, out)) in
+            [("q", spec.hidden), ("k", kv), ("v", kv), ("o", spec.hidden)].into_iter().enumerate()
+        {
+            ts.insert(format!("{name}.weight"), randn(i as u64, &[out, spec.hidden]));
+            ts.insert(format!("{name}.bias"), randn(10 + i as u64, &[out]));
+        }
+        let vb = VarBuilder::from_tensors(ts, DType::F32, &Device::Cpu);
+        Attention::new(spec, &vb, ["q", "k", "v", "o"]).unwrap()
+    }
+
+    #[test]
+    fn repeat_kv_gives_query_head_h_the_kv_head_h_over_groups() {
+        let x = Tensor::arange(0f32, 2.0, &Device::Cpu).unwrap().reshape((1, 2, 1, 1)).unwrap();
+        let r = repeat_kv(&x, 3).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
+        assert_eq!(r, vec![0., 0., 0., 1., 1., 1.]);
+    }
+
+    #[test]
+    fn pads_are_invisible_to_real_tokens_and_pad_queries_output_zero() {
+        let spec =
+            AttentionSpec { hidden: 8, n_heads: 4, n_kv_heads: 2, qkv_bias: true, out_bias: false };
+        let attn = layer(spec);
+        let rotary = Rotary::new(spec.head_dim(), 10_000.0, &Device::Cpu).unwrap();
+        let x = randn(20, &[2, 5, 8]);
+        let mask = Tensor::new(&[[1u32, 1, 1, 1, 1], [0, 0, 1, 1, 1]], &Device::Cpu).unwrap();
+        let pm = PaddingMask::new(&mask, DType::F32).unwrap();
+        let out = attn.forward(&x, &rotary.tables(5).unwrap(), Some(&pm)).unwrap();
+        let pads = out.i((1, 0..2)).unwrap().abs().unwrap().sum_all().unwrap();
+        assert_eq!(pads.to_scalar::<f32>().unwrap(), 0.0, "pad queries must output zero");
+        // The real suffix alone, unpadded at positions 0..3: RoPE is relative, so equal.
+        let alone =
+            attn.forward(&x.i((1..2, 2..5)).unwrap(), &rotary.tables(3).unwrap(), None).unwrap();
+        let diff = (out.i((1..2, 2..5)).unwrap() - alone).unwrap().abs().unwrap();
+        let max: f32 = diff.flatten_all().unwrap().max(0).unwrap().to_scalar().unwrap();
+        assert!(max < 1e-5, "padding changed the real tokens' attention by {max}");
+        // A row that is all padding stays finite (zero).
+        let none = Tensor::zeros((1, 5), DType::U32, &Device::Cpu).unwrap();
+        let pm = PaddingMask::new(&none, DType::F32).unwrap();
+        let out = attn.forward(&x.i(0..1).unwrap(), &rotary.tables(5).unwrap(), Some(&pm)).unwrap();
+        assert_eq!(out.abs().unwrap().sum_all().unwrap().to_scalar::<f32>().unwrap(), 0.0);
+    }
+}
