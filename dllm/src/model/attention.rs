@@ -8,10 +8,10 @@
 //! zero (not NaN, not uniform).
 
 use candle_core::{DType, Module, Tensor};
-use candle_nn::{Linear, VarBuilder};
+use candle_nn::VarBuilder;
 use drift_core::ops;
 
-use super::layers::{linear, Rotary};
+use super::layers::{linear, Dense, Rotary};
 use crate::error::{DllmError, Result};
 
 /// Additive score bias for masked keys: finite, so an all-masked (pad) row stays finite before
@@ -69,10 +69,10 @@ impl PaddingMask {
 /// Self-attention `softmax(q kᵀ / √D + mask) v` followed by the output projection.
 #[derive(Debug, Clone)]
 pub struct Attention {
-    q: Linear,
-    k: Linear,
-    v: Linear,
-    o: Linear,
+    q: Dense,
+    k: Dense,
+    v: Dense,
+    o: Dense,
     spec: AttentionSpec,
 }
 

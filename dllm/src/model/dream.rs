@@ -13,11 +13,11 @@
 //! the raw logits; the shift lives in [`DiffusionLm`](crate::model::DiffusionLm).
 
 use candle_core::{DType, Tensor};
-use candle_nn::{Embedding, Linear, Module, VarBuilder};
+use candle_nn::{Embedding, Module, VarBuilder};
 
 use super::attention::{Attention, AttentionSpec, PaddingMask};
 use super::config::DreamConfig;
-use super::layers::{linear, RmsNorm, Rotary, SwiGlu, WEIGHT_INIT};
+use super::layers::{linear, Dense, RmsNorm, Rotary, SwiGlu, WEIGHT_INIT};
 use crate::error::Result;
 
 /// One decoder layer, `model.layers.{i}`.
@@ -69,7 +69,7 @@ pub struct DreamModel {
     embed_tokens: Embedding,
     layers: Vec<DreamLayer>,
     norm: RmsNorm,
-    lm_head: Linear,
+    lm_head: Dense,
     rotary: Rotary,
     dtype: DType,
 }
@@ -84,7 +84,7 @@ impl DreamModel {
             .map(|i| DreamLayer::new(cfg, &m.pp("layers").pp(i)))
             .collect::<Result<Vec<_>>>()?;
         let lm_head = if cfg.tie_word_embeddings {
-            Linear::new(embed.clone(), None)
+            Dense::new(embed.clone(), None)
         } else {
             linear(d, v, false, vb, "lm_head")?
         };

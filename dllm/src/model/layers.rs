@@ -4,6 +4,7 @@
 
 use candle_core::{DType, Device, Module, Tensor};
 use candle_nn::{Init, Linear, VarBuilder};
+
 use drift_core::ops;
 
 use crate::error::Result;
@@ -23,12 +24,40 @@ pub(crate) fn linear(
     bias: bool,
     vb: &VarBuilder,
     name: &str,
-) -> Result<Linear> {
+) -> Result<Dense> {
     let vb = vb.pp(name);
     let weight = vb.get_with_hints((out_dim, in_dim), "weight", WEIGHT_INIT)?;
     let bias =
         if bias { Some(vb.get_with_hints(out_dim, "bias", Init::Const(0.0))?) } else { None };
-    Ok(Linear::new(weight, bias))
+    Ok(Dense::new(weight, bias))
+}
+
+/// A linear layer `y = x Wᵀ + b` that folds every leading axis into one before the matmul, so
+/// `[B, T, in]` is one `[B·T, in] × [in, out]` GEMM rather than `B` small ones (candle's
+/// `Linear` broadcasts `W` over the batch axis instead).
+#[derive(Debug, Clone)]
+pub struct Dense(Linear);
+
+impl Dense {
+    /// The layer with weight `[out, in]` and optional bias `[out]`.
+    pub fn new(weight: Tensor, bias: Option<Tensor>) -> Self {
+        Self(Linear::new(weight, bias))
+    }
+}
+
+impl Module for Dense {
+    fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
+        let dims = x.dims();
+        if dims.len() <= 2 {
+            return self.0.forward(x);
+        }
+        let (lead, last) = dims.split_at(dims.len() - 1);
+        let rows: usize = lead.iter().product();
+        let y = self.0.forward(&x.reshape((rows, last[0]))?)?;
+        let mut out = lead.to_vec();
+        out.push(y.dim(1)?);
+        y.reshape(out)
+    }
 }
 
 /// RMSNorm `w ⊙ x / √(mean(x²) + eps)` (Zhang & Sennrich 2019), computed in f32, weight under
@@ -55,9 +84,9 @@ impl RmsNorm {
 /// The SwiGLU MLP `down(silu(gate(x)) ⊙ up(x))` (Shazeer 2020), as in LLaMA, LLaDA and Qwen2.
 #[derive(Debug, Clone)]
 pub struct SwiGlu {
-    gate: Linear,
-    up: Linear,
-    down: Linear,
+    gate: Dense,
+    up: Dense,
+    down: Dense,
 }
 
 impl SwiGlu {

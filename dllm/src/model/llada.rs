@@ -11,11 +11,11 @@
 //! LLaDA predicts the token *at* each position: no logit shift.
 
 use candle_core::{DType, Tensor};
-use candle_nn::{Embedding, Linear, Module, VarBuilder};
+use candle_nn::{Embedding, Module, VarBuilder};
 
 use super::attention::{Attention, AttentionSpec, PaddingMask};
 use super::config::LladaConfig;
-use super::layers::{linear, RmsNorm, Rotary, SwiGlu, WEIGHT_INIT};
+use super::layers::{linear, Dense, RmsNorm, Rotary, SwiGlu, WEIGHT_INIT};
 use crate::error::Result;
 
 /// One LLaDA block, `model.transformer.blocks.{i}`.
@@ -70,7 +70,7 @@ pub struct LladaModel {
     wte: Embedding,
     blocks: Vec<LladaBlock>,
     ln_f: RmsNorm,
-    lm_head: Linear,
+    lm_head: Dense,
     rotary: Rotary,
     logit_scale: Option<f64>,
     dtype: DType,
@@ -86,7 +86,7 @@ impl LladaModel {
             .map(|i| LladaBlock::new(cfg, &t.pp("blocks").pp(i)))
             .collect::<Result<Vec<_>>>()?;
         let lm_head = if cfg.weight_tying {
-            Linear::new(wte.clone(), None)
+            Dense::new(wte.clone(), None)
         } else {
             linear(cfg.d_model, width, cfg.include_bias, &t, "ff_out")?
         };
