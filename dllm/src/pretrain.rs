@@ -18,7 +18,28 @@
 //! `key.row + b`, and its `t` and mask are drawn under that row's key
 //! (streams `"mdm_t"` and `"mdm_mask"`), so a row gets the same mask whatever micro-batch it
 //! lands in. The model is any [`MaskPredictor`]: logits at `i` score the token at `i` (Dream's
-//! shift already applied by its wrapper).
+//! shift already applied by its wrapper). `completion_mask` is read to the host once (a
+//! `[B, T]` copy) to build the keyed masks; nothing else leaves the device.
+//!
+//! ```
+//! use candle_core::{DType, Device, Tensor};
+//! use drift_core::rng::RngKey;
+//! use drift_dllm::model::{DiffusionLm, LoadOptions, TinySize};
+//! use drift_dllm::pretrain::masked_diffusion_loss;
+//! use drift_dllm::tokenizer::CharTokenizer;
+//!
+//! let tok = CharTokenizer::ascii();
+//! let cfg = TinySize::Nano.spec().llada(tok.vocab_spec());
+//! let model = DiffusionLm::init(cfg, RngKey::new(0), &LoadOptions::trainable())?;
+//! let ids = Tensor::new(vec![tok.encode("Q: 2+2? A: 4")?], &Device::Cpu)?;
+//! let completion = Tensor::ones(ids.dims(), DType::U8, &Device::Cpu)?;
+//! // SFT: the 8-character prompt "Q: 2+2? " is never masked. Step 3, global row 0.
+//! let key = RngKey::new(42).step(3);
+//! let loss = masked_diffusion_loss(&model, &ids, &[8], &completion, key)?;
+//! let _grads = loss.backward()?; // reaches every Var in model.varmap()
+//! # assert!(loss.to_scalar::<f32>()? >= 0.0);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 use candle_core::{DType, Tensor, D};
 use drift_core::ops;
