@@ -5,6 +5,7 @@
 //! Every model in drift calls these wrappers instead. Each picks the fused kernel when no input
 //! is tracked (rollouts, old/reference passes over detached weights) and the differentiable
 //! composition of elementary ops when one is (training). Both compute the same function.
+//! Inputs to the fused kernels are made contiguous first (they reject strided views).
 
 use candle_core::{Tensor, D};
 
@@ -19,7 +20,7 @@ pub fn softmax_last_dim(x: &Tensor) -> Result<Tensor> {
     Ok(if tracked(&[x]) {
         candle_nn::ops::softmax(x, D::Minus1)?
     } else {
-        candle_nn::ops::softmax_last_dim(x)?
+        candle_nn::ops::softmax_last_dim(&x.contiguous()?)?
     })
 }
 
@@ -35,7 +36,7 @@ pub fn rms_norm(x: &Tensor, weight: &Tensor, eps: f32) -> Result<Tensor> {
     Ok(if tracked(&[x, weight]) {
         candle_nn::ops::rms_norm_slow(x, weight, eps)?
     } else {
-        candle_nn::ops::rms_norm(x, weight, eps)?
+        candle_nn::ops::rms_norm(&x.contiguous()?, weight, eps)?
     })
 }
 
@@ -44,7 +45,7 @@ pub fn layer_norm(x: &Tensor, weight: &Tensor, bias: &Tensor, eps: f32) -> Resul
     Ok(if tracked(&[x, weight, bias]) {
         candle_nn::ops::layer_norm_slow(x, weight, bias, eps)?
     } else {
-        candle_nn::ops::layer_norm(x, weight, bias, eps)?
+        candle_nn::ops::layer_norm(&x.contiguous()?, weight, bias, eps)?
     })
 }
 

@@ -1,1 +1,8 @@
-//! drift-flow: flow-matching image models, Flow-GRPO and BranchGRPO.
+//! drift-flow: flow-matching image models, their pretraining, Flow-GRPO and BranchGRPO.
+
+pub mod error;
+pub mod model;
+
+pub use error::{FlowModelError, Result};
+pub mod pretrain;
+pub mod pretrain_run;

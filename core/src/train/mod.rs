@@ -15,5 +15,5 @@ pub use checkpoint::{verify, CheckpointMeta, Checkpointer, Rejected};
 pub use ema::{Ema, EmaConfig};
 pub use grads::Grads;
 pub use optimizer::{OptimConfig, Optimizer, SkipReason, StepReport};
-pub use params::{frozen_copy, ParamSet};
+pub use params::{detached_view, frozen_copy, ParamSet};
 pub use schedule::LrSchedule;

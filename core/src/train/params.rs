@@ -99,3 +99,33 @@ impl ParamSet {
 pub fn frozen_copy(varmap: &VarMap) -> Result<HashMap<String, Tensor>> {
     ParamSet::all(varmap).snapshot()
 }
+
+/// Untracked views of every variable of `varmap` that share its storage
+/// (`Var::as_detached_tensor`): a model built on them records no graph (rollouts, old-policy
+/// passes) yet sees every optimizer update, with no copy (DESIGN.md §6).
+pub fn detached_view(varmap: &VarMap) -> HashMap<String, Tensor> {
+    let data = varmap.data().lock().expect("VarMap mutex poisoned");
+    data.iter().map(|(n, v)| (n.clone(), v.as_detached_tensor())).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use candle_core::{DType, Device};
+    use candle_nn::Init;
+
+    #[test]
+    fn detached_view_shares_storage_and_records_no_graph() -> Result<()> {
+        let vm = VarMap::new();
+        vm.get(3, "w", Init::Const(1.0), DType::F32, &Device::Cpu)?;
+        let view = detached_view(&vm);
+        assert!(!view["w"].track_op());
+        let var = vm.data().lock().unwrap()["w"].clone();
+        var.set(&Tensor::new(&[2f32, 3., 4.], &Device::Cpu)?)?;
+        assert_eq!(view["w"].to_vec1::<f32>()?, vec![2., 3., 4.], "the view sees the update");
+        let frozen = frozen_copy(&vm)?;
+        var.set(&Tensor::new(&[0f32, 0., 0.], &Device::Cpu)?)?;
+        assert_eq!(frozen["w"].to_vec1::<f32>()?, vec![2., 3., 4.], "a frozen copy does not");
+        Ok(())
+    }
+}

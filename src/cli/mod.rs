@@ -1,0 +1,4 @@
+//! The subcommands of the `drift` binary.
+
+pub mod config;
+pub mod flow;
