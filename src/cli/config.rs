@@ -29,7 +29,7 @@ pub fn load<T: DeserializeOwned + serde::Serialize>(
     }
     let source = path.map_or("the defaults".to_string(), |p| p.display().to_string());
     let cfg: T = toml::Value::Table(table).try_into().map_err(|e: toml::de::Error| {
-        anyhow!("invalid config ({source} with --set overrides): {}", e.message())
+        anyhow!("invalid config ({source} with --set overrides): {}", e.to_string().trim())
     })?;
     let text = toml::to_string(&cfg).context("config does not serialise back to TOML")?;
     Ok((cfg, text))

@@ -35,6 +35,7 @@ fn shapes_batch(
 
 fn check_model_fits_world(cfg: &PretrainFlowConfig) -> Result<()> {
     let m = &cfg.model;
+    m.validate()?;
     if m.text_vocab < shapes::VOCAB_SIZE
         || m.text_len != shapes::MAX_TOKENS
         || m.image_size != 32

@@ -27,7 +27,7 @@ pub struct DitConfig {
     pub mlp_ratio: usize,
     /// Prompt vocabulary size (the shapes world's word vocabulary). Default 32.
     pub text_vocab: usize,
-    /// Prompt length in tokens (padded). Default 16.
+    /// Prompt length in tokens (padded). Default 8 (the shapes world's).
     pub text_len: usize,
     /// The padding token id; an all-padding prompt is the null prompt of CFG. Default 0.
     pub pad_id: u32,
@@ -46,7 +46,7 @@ impl Default for DitConfig {
             heads: 4,
             mlp_ratio: 4,
             text_vocab: 32,
-            text_len: 16,
+            text_len: 8,
             pad_id: 0,
             time_freqs: 256,
         }

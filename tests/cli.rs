@@ -1,0 +1,60 @@
+//! The `drift` binary: help text, and clear non-zero exits on bad input.
+
+use std::process::Command;
+
+fn drift(args: &[&str]) -> (i32, String) {
+    let out =
+        Command::new(env!("CARGO_BIN_EXE_drift")).args(args).output().expect("the binary runs");
+    let text =
+        format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    (out.status.code().unwrap_or(-1), text)
+}
+
+#[test]
+fn every_subcommand_has_help() {
+    for args in [
+        vec!["--help"],
+        vec!["pretrain", "--help"],
+        vec!["pretrain", "flow", "--help"],
+        vec!["eval", "--help"],
+        vec!["eval", "flow", "--help"],
+        vec!["presets", "--help"],
+    ] {
+        let (code, text) = drift(&args);
+        assert_eq!(code, 0, "{args:?}: {text}");
+        assert!(text.contains("Usage"), "{args:?}: {text}");
+    }
+    let (_, text) = drift(&["pretrain", "flow", "--help"]);
+    assert!(text.contains("Example") && text.contains("--set"), "{text}");
+}
+
+#[test]
+fn bad_config_key_missing_file_and_bad_value_are_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let out = out.to_str().unwrap();
+    let (code, text) = drift(&["pretrain", "flow", "--out", out, "--set", "model.hiddne=64"]);
+    assert_ne!(code, 0);
+    assert!(text.contains("hiddne"), "{text}");
+    let (code, text) = drift(&["pretrain", "flow", "--out", out, "--config", "/no/such/file.toml"]);
+    assert_ne!(code, 0);
+    assert!(text.contains("/no/such/file.toml"), "{text}");
+    let (code, text) = drift(&["pretrain", "flow", "--out", out, "--set", "model.patch=5"]);
+    assert_ne!(code, 0);
+    assert!(text.contains("model.patch"), "{text}");
+    let (code, text) = drift(&["pretrain", "flow", "--out", out, "--set", "steps=many"]);
+    assert_ne!(code, 0);
+    assert!(text.contains("steps"), "{text}");
+    let (code, text) = drift(&["eval", "flow", "--model", "/no/such/model"]);
+    assert_ne!(code, 0);
+    assert!(text.contains("/no/such/model/config.json"), "{text}");
+}
+
+#[test]
+fn presets_lists_every_loss_preset() {
+    let (code, text) = drift(&["presets"]);
+    assert_eq!(code, 0);
+    for name in ["grpo", "dr_grpo", "dapo", "gspo", "espo", "gdpo", "stable_drl", "flow_grpo"] {
+        assert!(text.contains(&format!("{name}:")), "{name} missing: {text}");
+    }
+}
