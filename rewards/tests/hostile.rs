@@ -238,3 +238,16 @@ fn scratch_files_in_the_working_directory_work() {
         assert_eq!(exec, 1.0, "mode {}: {d}", sb.mode());
     }
 }
+
+#[test]
+fn missing_bwrap_falls_back_to_limits_or_errors_when_required() {
+    let missing = std::path::PathBuf::from("/nonexistent/bwrap");
+    let cfg = SandboxConfig { bwrap: missing.clone(), ..SandboxConfig::default() };
+    let sb = Arc::new(Sandbox::new(&cfg).unwrap());
+    assert!(!sb.mode().bwrap, "{}", sb.mode());
+    let (exec, _, d) = score(&sb, "def f(x):\n    return x", "assert f(3) == 3");
+    assert_eq!(exec, 1.0, "{d}");
+    let strict =
+        SandboxConfig { mode: SandboxMode::Bwrap, bwrap: missing, ..SandboxConfig::default() };
+    assert!(Sandbox::new(&strict).unwrap_err().to_string().contains("bwrap"));
+}

@@ -61,6 +61,8 @@ pub struct SandboxConfig {
     pub max_output_bytes: usize,
     /// Give each run its own unprivileged uid when the parent is root. Default true.
     pub drop_privileges: bool,
+    /// The bubblewrap executable. Default `bwrap` (looked up on `/usr/local/bin:/usr/bin:/bin`).
+    pub bwrap: PathBuf,
     /// Size of the private `/tmp` under bwrap, MiB: the most a run can write in total.
     /// Default 64. (Without bwrap only the per-file limit and the time bound writes.)
     pub tmpfs_mb: u64,
@@ -78,6 +80,7 @@ impl Default for SandboxConfig {
             max_processes: 16,
             max_output_bytes: 65_536,
             drop_privileges: true,
+            bwrap: PathBuf::from("bwrap"),
             tmpfs_mb: 64,
         }
     }
@@ -112,6 +115,7 @@ pub struct Sandbox {
     timeout: Duration,
     cap: usize,
     tmpfs_bytes: u64,
+    bwrap: PathBuf,
     mode: ActiveMode,
 }
 
@@ -152,7 +156,8 @@ impl Sandbox {
         let python = resolve_python(cfg.python.as_deref())?;
         let cap = cfg.max_output_bytes;
         let mode = ActiveMode { bwrap: false, own_uid: false, sized_tmpfs: false };
-        let mut sb = Self { python, limits, timeout, cap, tmpfs_bytes: cfg.tmpfs_mb << 20, mode };
+        let (tmpfs_bytes, bwrap) = (cfg.tmpfs_mb << 20, cfg.bwrap.clone());
+        let mut sb = Self { python, limits, timeout, cap, tmpfs_bytes, bwrap, mode };
         sb.mode.own_uid = cfg.drop_privileges && limits::is_root() && sb.probe();
         if !sb.mode.own_uid {
             // RLIMIT_NPROC counts all of this user's processes: leave room for those running.
@@ -240,7 +245,7 @@ impl Sandbox {
             cmd.args(["-I", "-S", "-B", script]).current_dir(dir);
             return cmd;
         }
-        let mut cmd = Command::new("bwrap");
+        let mut cmd = Command::new(&self.bwrap);
         cmd.args(["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]);
         if self.mode.sized_tmpfs {
             cmd.arg("--size").arg(self.tmpfs_bytes.to_string());
