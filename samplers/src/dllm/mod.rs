@@ -1,1 +1,27 @@
 //! dLLM decoding: semi-autoregressive blocks, token proposals, position rules, threshold parallel decoding, order policies and recorded trajectories (ALGORITHMS.md §5).
+//!
+//! Building blocks so far (the `decode` loop and `Trajectory` are not written yet): LLaDA's
+//! step quota, token proposals, per-position confidences, position selection and the
+//! `OrderPolicy` hook.
+
+mod confidence;
+mod config;
+mod error;
+mod order;
+mod proposal;
+mod quota;
+mod select;
+
+pub use confidence::{rule_confidence, token_stats, TokenStats};
+pub use config::{DecodeConfig, PositionRule, ProposalConfig};
+pub use error::{DecodeError, Result};
+pub use order::{
+    plackett_luce_log_prob, LinearOrderPolicy, OrderDecision, OrderFeatures, OrderInput,
+    OrderPolicy,
+};
+pub use proposal::{cumsum_last, filter_top_k, filter_top_p, propose};
+pub use quota::num_transfer_tokens;
+pub use select::{
+    gumbel_perturb, mask_ineligible, origin_mask, origin_probability, row_counts, threshold_mask,
+    top_n_mask,
+};
