@@ -50,6 +50,20 @@ enum PretrainCmd {
         #[arg(long, default_value = "runs/pretrain-flow")]
         out: PathBuf,
     },
+    /// Masked-diffusion SFT pretraining of a tiny dLLM on the code world's train split.
+    ///
+    /// Example: drift pretrain dllm --config examples/configs/pretrain_dllm_code.toml --out runs/dllm-code --set steps=200
+    Dllm {
+        /// TOML config (every field optional; defaults documented in drift_dllm::pretrain_run).
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Override a config value, e.g. `--set optim.adamw.lr=1e-3` (repeatable).
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        sets: Vec<String>,
+        /// Run directory (metrics.jsonl, curves.png, checkpoints/, model/). Resumes if present.
+        #[arg(long, default_value = "runs/pretrain-dllm")]
+        out: PathBuf,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -74,6 +88,33 @@ enum EvalCmd {
         #[arg(long)]
         out: Option<PathBuf>,
     },
+    /// Held-out pass rate of a dLLM on the code world: greedy low-confidence decoding of the
+    /// held-out specs, scored by the sandboxed code reward (all tests pass = a pass).
+    ///
+    /// Example: drift eval dllm --model examples/checkpoints/dllm-code-v0 --n 256
+    Dllm {
+        /// Model directory (config.json + model.safetensors + drift_char_tokenizer.json).
+        #[arg(long)]
+        model: PathBuf,
+        /// Held-out items scored (the first N of the held-out split).
+        #[arg(long, default_value_t = 256)]
+        n: usize,
+        /// Completion length (masks after the prompt).
+        #[arg(long, default_value_t = cli::dllm::CODE_COMPLETION_LEN)]
+        gen_length: usize,
+        /// Block length (default: one block of gen_length).
+        #[arg(long)]
+        block_length: Option<usize>,
+        /// Denoising steps in total (default: gen_length, one token per step).
+        #[arg(long)]
+        steps: Option<usize>,
+        /// Rows decoded together.
+        #[arg(long, default_value_t = 32)]
+        batch: usize,
+        /// Directory for eval_samples.jsonl and eval_summary.json.
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
@@ -91,8 +132,25 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Some(Command::Pretrain(PretrainCmd::Flow { config, sets, out })) => {
             cli::flow::pretrain(config.as_deref(), &sets, &out)?;
         }
+        Some(Command::Pretrain(PretrainCmd::Dllm { config, sets, out })) => {
+            cli::dllm::pretrain(config.as_deref(), &sets, &out)?;
+        }
         Some(Command::Eval(EvalCmd::Flow { model, steps, cfg, seed, out })) => {
             cli::flow::eval(&model, steps, cfg, seed, out)?;
+        }
+        Some(Command::Eval(EvalCmd::Dllm {
+            model,
+            n,
+            gen_length,
+            block_length,
+            steps,
+            batch,
+            out,
+        })) => {
+            let block_length = block_length.unwrap_or(gen_length);
+            let steps = steps.unwrap_or(gen_length);
+            let opts = cli::dllm::EvalOptions { n, gen_length, block_length, steps, batch };
+            cli::dllm::eval(&model, &opts, out.as_deref())?;
         }
     }
     Ok(())

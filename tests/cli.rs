@@ -16,8 +16,10 @@ fn every_subcommand_has_help() {
         vec!["--help"],
         vec!["pretrain", "--help"],
         vec!["pretrain", "flow", "--help"],
+        vec!["pretrain", "dllm", "--help"],
         vec!["eval", "--help"],
         vec!["eval", "flow", "--help"],
+        vec!["eval", "dllm", "--help"],
         vec!["presets", "--help"],
     ] {
         let (code, text) = drift(&args);
@@ -26,6 +28,27 @@ fn every_subcommand_has_help() {
     }
     let (_, text) = drift(&["pretrain", "flow", "--help"]);
     assert!(text.contains("Example") && text.contains("--set"), "{text}");
+    let (_, text) = drift(&["pretrain", "dllm", "--help"]);
+    assert!(text.contains("Example") && text.contains("--set"), "{text}");
+}
+
+#[test]
+fn pretrain_dllm_names_a_bad_key_a_bad_value_and_a_short_completion() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let out = out.to_str().unwrap();
+    let (code, text) = drift(&["pretrain", "dllm", "--out", out, "--set", "model.d_modle=64"]);
+    assert_ne!(code, 0);
+    assert!(text.contains("d_modle"), "{text}");
+    let (code, text) = drift(&["pretrain", "dllm", "--out", out, "--set", "batch=0"]);
+    assert_ne!(code, 0);
+    assert!(text.contains("batch"), "{text}");
+    let (code, text) = drift(&["pretrain", "dllm", "--out", out, "--set", "completion_len=50"]);
+    assert_ne!(code, 0);
+    assert!(text.contains("completion_len"), "{text}");
+    let (code, text) = drift(&["eval", "dllm", "--model", "/no/such/model"]);
+    assert_ne!(code, 0);
+    assert!(text.contains("/no/such/model"), "{text}");
 }
 
 #[test]

@@ -7,6 +7,8 @@
 //! - [`tokenizer`]: `tokenizer.json` via the tokenizers crate, and drift's character-level
 //!   tokenizer for the shipped tasks.
 //! - [`pretrain`]: the masked-diffusion pretraining / SFT objective (LLaDA).
+//! - [`pretrain_run`]: a whole SFT pretraining run from scratch (padded batches, checkpoints,
+//!   metrics, a saved Hugging Face-layout model): `drift pretrain dllm`.
 //!
 //! ```
 //! use candle_core::{Device, Tensor};
@@ -29,6 +31,7 @@
 pub mod error;
 pub mod model;
 pub mod pretrain;
+pub mod pretrain_run;
 pub mod tokenizer;
 
 pub use error::{DllmError, Result};

@@ -1,4 +1,5 @@
 //! The subcommands of the `drift` binary.
 
 pub mod config;
+pub mod dllm;
 pub mod flow;

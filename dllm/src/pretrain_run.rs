@@ -1,0 +1,426 @@
+//! The masked-diffusion SFT pretraining run: padded prompt/completion batches, the
+//! [`pretrain`](crate::pretrain) objective, drift-core's optimizer, checkpoints and metrics,
+//! and a saved model in the Hugging Face layout [`DiffusionLm::from_dir`] loads.
+//!
+//! **Row layout** (the same at training and decoding time, so a model trained here decodes
+//! with a plain `prompt ‖ [MASK; completion_len]` canvas):
+//!
+//! ```text
+//! [PAD … PAD] [BOS] prompt ids | completion ids [EOS … EOS]
+//! ←── left padding to the batch's longest prompt ──→ ←─ completion_len ─→
+//! ```
+//!
+//! Everything left of `|` is the prompt (never masked, never scored); the completion region
+//! is the completion followed by EOS up to [`PretrainDllmConfig::completion_len`] tokens, all
+//! of it scored (LLaDA's SFT: the model learns to end by filling the rest with EOS). No
+//! attention mask is used: the padding is visible as ordinary tokens, as it is when decoding.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use candle_core::{Device, Tensor};
+use drift_core::metrics::{plot_metrics, MetricsWriter, Progress};
+use drift_core::rng::RngKey;
+use drift_core::train::{CheckpointMeta, Checkpointer, Grads, OptimConfig, Optimizer, ParamSet};
+use serde::{Deserialize, Serialize};
+
+use crate::error::{DllmError, Result};
+use crate::model::{DiffusionLm, LoadOptions, ModelConfig, TinySpec, VocabSpec};
+use crate::pretrain::masked_diffusion_loss_with;
+use crate::tokenizer::{CharTokenizer, Tokenizer, BOS_ID, EOS_ID, PAD_ID};
+
+/// Which architecture a freshly initialised model has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ArchitectureChoice {
+    /// LLaDA (no shift, no biases).
+    Llada,
+    /// Dream (Qwen2 layout, shifted logits, q/k/v biases).
+    Dream,
+}
+
+/// The shape of the model trained from scratch. Defaults are the `micro` size of
+/// [`TinySize`](crate::model::TinySize) (about 2.7 M parameters with a 100-symbol vocabulary).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TinyModelConfig {
+    /// Architecture. Default `llada`.
+    pub architecture: ArchitectureChoice,
+    /// Hidden size. Default 256.
+    pub d_model: usize,
+    /// Blocks. Default 4.
+    pub n_layers: usize,
+    /// Query heads. Default 4.
+    pub n_heads: usize,
+    /// Key/value heads (GQA when fewer than `n_heads`). Default 4.
+    pub n_kv_heads: usize,
+    /// SwiGLU width. Default 512.
+    pub mlp_hidden: usize,
+    /// Longest sequence written into config.json. Default 512.
+    pub max_seq_len: usize,
+}
+
+impl Default for TinyModelConfig {
+    fn default() -> Self {
+        Self {
+            architecture: ArchitectureChoice::Llada,
+            d_model: 256,
+            n_layers: 4,
+            n_heads: 4,
+            n_kv_heads: 4,
+            mlp_hidden: 512,
+            max_seq_len: 512,
+        }
+    }
+}
+
+impl TinyModelConfig {
+    /// The Hugging Face config of this shape for `vocab`.
+    pub fn model_config(&self, vocab: VocabSpec) -> ModelConfig {
+        let spec = TinySpec {
+            d_model: self.d_model,
+            n_layers: self.n_layers,
+            n_heads: self.n_heads,
+            n_kv_heads: self.n_kv_heads,
+            mlp_hidden: self.mlp_hidden,
+            max_seq_len: self.max_seq_len,
+        };
+        match self.architecture {
+            ArchitectureChoice::Llada => spec.llada(vocab),
+            ArchitectureChoice::Dream => spec.dream(vocab),
+        }
+    }
+}
+
+/// Everything a dLLM pretraining run reads from its TOML file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PretrainDllmConfig {
+    /// The model trained from scratch.
+    pub model: TinyModelConfig,
+    /// Optimizer, schedule, clipping, EMA.
+    pub optim: OptimConfig,
+    /// Optimizer steps. Default 2000.
+    pub steps: u64,
+    /// Rows per step. Default 32.
+    pub batch: usize,
+    /// Tokens of the completion region (completion + EOS fill); a longer completion is an
+    /// error. Default 96.
+    pub completion_len: usize,
+    /// Lower bound ε of the masking ratio `t ~ U(ε, 1)`. Default 1e-3 (LLaDA).
+    pub mask_eps: f32,
+    /// Seed of the initialisation, the data and the masks. Default 0.
+    pub seed: u64,
+    /// Checkpoint every this many steps. Default 250.
+    pub checkpoint_every: u64,
+    /// Checkpoints kept. Default 2.
+    pub keep_last: usize,
+}
+
+impl Default for PretrainDllmConfig {
+    fn default() -> Self {
+        Self {
+            model: TinyModelConfig::default(),
+            optim: OptimConfig::default(),
+            steps: 2000,
+            batch: 32,
+            completion_len: 96,
+            mask_eps: crate::pretrain::DEFAULT_EPS,
+            seed: 0,
+            checkpoint_every: 250,
+            keep_last: 2,
+        }
+    }
+}
+
+impl PretrainDllmConfig {
+    /// Checks the values that serde cannot, naming the field at fault.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |key: &'static str, value: String, expected: &str| {
+            Err(DllmError::Config { key, value, expected: expected.into() })
+        };
+        if self.batch == 0 {
+            return bad("batch", "0".into(), "at least 1");
+        }
+        if self.completion_len == 0 {
+            return bad("completion_len", "0".into(), "at least 1");
+        }
+        if !(self.mask_eps > 0.0 && self.mask_eps < 1.0) {
+            return bad("mask_eps", self.mask_eps.to_string(), "in (0, 1)");
+        }
+        Ok(())
+    }
+}
+
+/// One supervised example: prompt and completion token ids (no specials; the batcher adds
+/// BOS, EOS fill and padding).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SftExample {
+    /// The prompt's ids.
+    pub prompt: Vec<u32>,
+    /// The completion's ids.
+    pub completion: Vec<u32>,
+}
+
+/// A padded batch in the module's row layout.
+#[derive(Debug, Clone)]
+pub struct SftBatch {
+    /// `[B, P + completion_len]` u32 token ids.
+    pub ids: Tensor,
+    /// `P` for every row (left padding + BOS + prompt): the first completion position.
+    pub prompt_lens: Vec<usize>,
+    /// `[B, P + completion_len]` u8: 1 on the completion region.
+    pub completion_mask: Tensor,
+}
+
+/// The prompt part of a row: `[PAD; width − 1 − len] BOS prompt`, `width ≥ 1 + len`.
+pub fn left_padded_prompt(prompt: &[u32], width: usize) -> Vec<u32> {
+    let pad = width.saturating_sub(prompt.len() + 1);
+    let mut row = vec![PAD_ID; pad];
+    row.push(BOS_ID);
+    row.extend_from_slice(prompt);
+    row
+}
+
+/// The completion region: `completion` then EOS up to `len`; errors when it does not fit.
+pub fn eos_filled(completion: &[u32], len: usize) -> Result<Vec<u32>> {
+    if completion.len() > len {
+        return Err(DllmError::Input {
+            name: "completion",
+            got: format!("{} tokens", completion.len()),
+            expected: format!("at most completion_len = {len}"),
+        });
+    }
+    let mut row = completion.to_vec();
+    row.resize(len, EOS_ID);
+    Ok(row)
+}
+
+impl SftBatch {
+    /// Pads `examples` into the module's row layout with a completion region of
+    /// `completion_len` tokens.
+    pub fn new(examples: &[SftExample], completion_len: usize, device: &Device) -> Result<Self> {
+        let p = 1 + examples.iter().map(|e| e.prompt.len()).max().unwrap_or(0);
+        let t = p + completion_len;
+        let (mut ids, mut comp) = (Vec::with_capacity(examples.len() * t), Vec::new());
+        for e in examples {
+            ids.extend(left_padded_prompt(&e.prompt, p));
+            ids.extend(eos_filled(&e.completion, completion_len)?);
+            comp.extend((0..t).map(|j| u8::from(j >= p)));
+        }
+        let b = examples.len();
+        Ok(Self {
+            ids: Tensor::from_vec(ids, (b, t), device)?,
+            prompt_lens: vec![p; b],
+            completion_mask: Tensor::from_vec(comp, (b, t), device)?,
+        })
+    }
+
+    /// Tokens in the batch (`B · T`).
+    pub fn tokens(&self) -> usize {
+        self.ids.elem_count()
+    }
+}
+
+/// What a finished run reports.
+#[derive(Debug, Clone)]
+pub struct PretrainDllmReport {
+    /// The saved model directory (config.json, model.safetensors, tokenizer; EMA weights
+    /// when an EMA is configured).
+    pub model_dir: PathBuf,
+    /// The metrics file.
+    pub metrics: PathBuf,
+    /// Its PNG curves.
+    pub curves: PathBuf,
+    /// Mean loss over the last 10% of steps (of this invocation; NaN when none ran).
+    pub final_loss: f64,
+    /// Parameters of the model.
+    pub parameters: usize,
+    /// Training throughput of this invocation, tokens (`B · T`, padding included) per second.
+    pub tokens_per_s: f64,
+    /// Wall time of this invocation in seconds.
+    pub seconds: f64,
+}
+
+/// Trains a masked diffusion LM from scratch with the SFT objective on
+/// `data(step, batch) → batch examples` (a pure function of the step, so a resumed run sees
+/// the same data), logging `loss/total`, `grad/norm`, `lr` and `perf/tokens_per_s` per step
+/// to `run_dir/metrics.jsonl`, checkpointing into `run_dir/checkpoints` (resuming from the
+/// newest valid one), and saving the final model with `tokenizer` into `run_dir/model`.
+pub fn pretrain_dllm(
+    cfg: &PretrainDllmConfig,
+    config_text: &str,
+    run_dir: &Path,
+    device: &Device,
+    tokenizer: &CharTokenizer,
+    mut data: impl FnMut(u64, usize) -> Result<Vec<SftExample>>,
+) -> Result<PretrainDllmReport> {
+    cfg.validate()?;
+    let start = Instant::now();
+    let key = RngKey::new(cfg.seed);
+    let opts = LoadOptions { device: device.clone(), ..LoadOptions::trainable() };
+    let model_cfg = cfg.model.model_config(tokenizer.vocab_spec());
+    let model = DiffusionLm::init(model_cfg, key.stream("init"), &opts)?
+        .with_tokenizer(Tokenizer::Char(tokenizer.clone()));
+    let varmap = model.varmap().ok_or(DllmError::Config {
+        key: "model",
+        value: "frozen".into(),
+        expected: "trainable weights".into(),
+    })?;
+    let mut opt = Optimizer::new(cfg.optim, ParamSet::all(varmap))?;
+    let ckpt = Checkpointer::new(run_dir.join("checkpoints"), cfg.keep_last)?;
+    let (latest, rejected) = ckpt.latest_valid()?;
+    for (dir, err) in &rejected {
+        eprintln!("warning: skipping checkpoint {}: {err}", dir.display());
+    }
+    let metrics_path = run_dir.join("metrics.jsonl");
+    let (first, mut log) = match latest {
+        Some(dir) => {
+            let meta = Checkpointer::load(&dir, &mut opt)?;
+            eprintln!("resuming from {} (step {})", dir.display(), meta.step);
+            (meta.step, MetricsWriter::open(&metrics_path, Some(meta.metrics_cursor))?)
+        }
+        None => (0, MetricsWriter::create(&metrics_path)?),
+    };
+    let progress = Progress::new(cfg.steps, "pretrain dllm");
+    let (mut tail, mut tokens) = (Vec::new(), 0usize);
+    let train_start = Instant::now();
+    for step in first..cfg.steps {
+        let t0 = Instant::now();
+        let batch = SftBatch::new(&data(step, cfg.batch)?, cfg.completion_len, device)?;
+        let loss = masked_diffusion_loss_with(
+            &model,
+            &batch.ids,
+            &batch.prompt_lens,
+            &batch.completion_mask,
+            key.stream("mask").step(step),
+            cfg.mask_eps,
+        )?;
+        let value = f64::from(loss.to_scalar::<f32>()?);
+        let grads = Grads::from_store(&loss.backward()?, opt.params(), 1.0)?;
+        let report = opt.step(value, grads)?;
+        if let Some(reason) = report.skipped {
+            progress.println(&format!("step {step}: skipped ({reason:?})"));
+        }
+        tokens += batch.tokens();
+        let tps = batch.tokens() as f64 / t0.elapsed().as_secs_f64().max(1e-9);
+        log.log(
+            step,
+            &[
+                ("loss/total", value),
+                ("grad/norm", report.grad_norm),
+                ("lr", report.lr),
+                ("perf/tokens_per_s", tps),
+            ],
+        )?;
+        if step >= cfg.steps - cfg.steps.div_ceil(10) {
+            tail.push(value);
+        }
+        progress.update(step + 1, &[("loss", value), ("tok/s", tps)]);
+        if (step + 1) % cfg.checkpoint_every.max(1) == 0 || step + 1 == cfg.steps {
+            let meta = CheckpointMeta {
+                step: step + 1,
+                seed: cfg.seed,
+                config: config_text.to_string(),
+                metrics_cursor: log.cursor(),
+                extra: serde_json::Value::Null,
+                optimizer_step: 0,
+                skipped_steps: 0,
+            };
+            ckpt.save(&opt, &meta)?;
+        }
+    }
+    progress.finish();
+    let train_seconds = train_start.elapsed().as_secs_f64();
+    let model_dir = run_dir.join("model");
+    match opt.ema() {
+        Some(ema) => ema.with_weights(opt.params(), || model.save_pretrained(&model_dir))??,
+        None => model.save_pretrained(&model_dir)?,
+    }
+    let curves = run_dir.join("curves.png");
+    plot_metrics(&metrics_path, &["loss/total", "grad/norm"], &curves)?;
+    let final_loss =
+        if tail.is_empty() { f64::NAN } else { tail.iter().sum::<f64>() / tail.len() as f64 };
+    Ok(PretrainDllmReport {
+        model_dir,
+        metrics: metrics_path,
+        curves,
+        final_loss,
+        parameters: model.num_parameters(),
+        tokens_per_s: tokens as f64 / train_seconds.max(1e-9),
+        seconds: start.elapsed().as_secs_f64(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn examples() -> Vec<SftExample> {
+        vec![
+            SftExample { prompt: vec![10, 11, 12], completion: vec![20, 21] },
+            SftExample { prompt: vec![13], completion: vec![22, 23, 24] },
+        ]
+    }
+
+    #[test]
+    fn batches_left_pad_prompts_and_fill_completions_with_eos() {
+        let b = SftBatch::new(&examples(), 4, &Device::Cpu).unwrap();
+        let ids = b.ids.to_vec2::<u32>().unwrap();
+        assert_eq!(ids[0], [BOS_ID, 10, 11, 12, 20, 21, EOS_ID, EOS_ID]);
+        assert_eq!(ids[1], [PAD_ID, PAD_ID, BOS_ID, 13, 22, 23, 24, EOS_ID]);
+        assert_eq!(b.prompt_lens, [4, 4]);
+        let comp = b.completion_mask.to_vec2::<u8>().unwrap();
+        assert_eq!(comp[1], [0, 0, 0, 0, 1, 1, 1, 1]);
+        let err = SftBatch::new(&examples(), 2, &Device::Cpu).unwrap_err().to_string();
+        assert!(err.contains("completion_len = 2"), "{err}");
+    }
+
+    #[test]
+    fn a_short_run_lowers_the_loss_saves_a_loadable_model_and_resumes() {
+        let dir = tempfile::tempdir().unwrap();
+        let tok = CharTokenizer::new("abcdef=".chars()).unwrap();
+        let cfg = PretrainDllmConfig {
+            model: TinyModelConfig {
+                d_model: 32,
+                n_layers: 1,
+                n_heads: 2,
+                n_kv_heads: 2,
+                mlp_hidden: 64,
+                ..TinyModelConfig::default()
+            },
+            optim: OptimConfig {
+                adamw: drift_core::train::AdamWConfig { lr: 3e-3, ..Default::default() },
+                ..Default::default()
+            },
+            steps: 40,
+            batch: 8,
+            completion_len: 4,
+            checkpoint_every: 20,
+            ..PretrainDllmConfig::default()
+        };
+        // "x=" → "x" repeated: learnable from the prompt.
+        let data = |step: u64, b: usize| {
+            Ok((0..b)
+                .map(|i| {
+                    let c = tok.encode(["a", "b", "c"][(step as usize + i) % 3]).unwrap();
+                    let mut prompt = c.clone();
+                    prompt.extend(tok.encode("=").unwrap());
+                    SftExample { prompt, completion: [c.clone(), c].concat() }
+                })
+                .collect())
+        };
+        let half = PretrainDllmConfig { steps: 20, ..cfg.clone() };
+        pretrain_dllm(&half, "", dir.path(), &Device::Cpu, &tok, data).unwrap();
+        let r = pretrain_dllm(&cfg, "", dir.path(), &Device::Cpu, &tok, data).unwrap();
+        let rows = drift_core::metrics::read_metrics(&r.metrics).unwrap();
+        assert_eq!(rows.len(), 40, "the resumed run continues the metrics file");
+        let mean = |r: std::ops::Range<usize>| {
+            r.clone().map(|i| rows[i]["loss/total"].as_f64().unwrap()).sum::<f64>() / r.len() as f64
+        };
+        assert!(mean(30..40) < mean(0..10), "{} -> {}", mean(0..10), mean(30..40));
+        let back = DiffusionLm::from_dir(&r.model_dir, &LoadOptions::frozen()).unwrap();
+        assert!(matches!(back.tokenizer(), Some(Tokenizer::Char(t)) if *t == tok));
+        assert_eq!(back.num_parameters(), r.parameters);
+    }
+}

@@ -1,0 +1,300 @@
+//! `drift pretrain dllm` and `drift eval dllm` on the shipped code world.
+//!
+//! **Corpus format** (shared by pretraining, evaluation and the RL trainer's rollouts, so a
+//! model sees at test time exactly what it was trained on): the prompt is the item's spec
+//! followed by a newline, the completion is the item's target, its reference solution in one
+//! fenced Python block (`CodeItem::target`), both through drift's ASCII character tokenizer;
+//! rows are laid out as `drift_dllm::pretrain_run` documents (`[PAD…] BOS prompt |
+//! completion EOS…`). The world is the code world with its default configuration (seed 0,
+//! 10% of templates held out), the split every shipped model and evaluation uses.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::{bail, Context, Result};
+use candle_core::{DType, Device, Tensor};
+use drift_dllm::model::{DiffusionLm, LoadOptions};
+use drift_dllm::pretrain_run::{left_padded_prompt, pretrain_dllm, PretrainDllmConfig, SftExample};
+use drift_dllm::tokenizer::{CharTokenizer, Tokenizer, CHAR_TOKENIZER_FILE, MASK_ID};
+use drift_dllm::DllmError;
+use drift_rewards::code::{CodeReward, CodeRewardConfig};
+use drift_rewards::pool::{Pool, PoolConfig};
+use drift_rewards::reward::TextSample;
+use drift_rewards::worlds::code::{CodeItem, CodeWorld, CodeWorldConfig};
+use drift_rewards::worlds::{Split, TextItem};
+use drift_samplers::dllm::{
+    mask_ineligible, num_transfer_tokens, propose, token_stats, top_n_mask, ProposalConfig,
+};
+use drift_samplers::MaskPredictor;
+
+/// The prompt text of a code item in the corpus format.
+pub fn prompt_text(item: &CodeItem) -> String {
+    format!("{}\n", item.prompt())
+}
+
+/// The code world every shipped dLLM uses (default configuration).
+pub fn code_world() -> Result<CodeWorld> {
+    Ok(CodeWorld::new(CodeWorldConfig::default())?)
+}
+
+/// One training example of the corpus format.
+fn example(tok: &CharTokenizer, item: &CodeItem) -> Result<SftExample, DllmError> {
+    Ok(SftExample {
+        prompt: tok.encode(&prompt_text(item))?,
+        completion: tok.encode(&item.target())?,
+    })
+}
+
+/// The longest target (in tokens) over every template of both splits, with the template.
+fn longest_target(world: &CodeWorld, tok: &CharTokenizer) -> Result<(usize, String)> {
+    let mut best = (0, String::new());
+    for split in [Split::Train, Split::HeldOut] {
+        for (k, &t) in world.templates(split).iter().enumerate() {
+            let item = world.item_of(t, format!("probe-{k}"), &mut seeded(k as u64));
+            let n = tok.encode(&item.target())?.len();
+            if n > best.0 {
+                best = (n, item.template);
+            }
+        }
+    }
+    Ok(best)
+}
+
+fn seeded(k: u64) -> drift_rewards::worlds::rng::SplitMix64 {
+    drift_rewards::worlds::rng::SplitMix64::keyed(&[k])
+}
+
+/// Runs masked-diffusion SFT pretraining on the code world's train split.
+pub fn pretrain(config: Option<&Path>, sets: &[String], out: &Path) -> Result<()> {
+    let (cfg, text): (PretrainDllmConfig, String) = super::config::load(config, sets)?;
+    cfg.validate()?;
+    let world = code_world()?;
+    let tok = CharTokenizer::ascii();
+    let (longest, template) = longest_target(&world, &tok)?;
+    if longest > cfg.completion_len {
+        bail!(
+            "completion_len = {} is shorter than the longest code-world target ({longest} tokens, \
+             template {template}); set completion_len >= {longest}",
+            cfg.completion_len
+        );
+    }
+    std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
+    std::fs::write(out.join("config.toml"), &text)?;
+    let report = pretrain_dllm(&cfg, &text, out, &Device::Cpu, &tok, |step, b| {
+        (0..b as u64)
+            .map(|i| example(&tok, &world.item(Split::Train, step * b as u64 + i)))
+            .collect()
+    })?;
+    println!("parameters: {}", report.parameters);
+    println!("final loss (mean of the last 10% of steps): {:.5}", report.final_loss);
+    println!("throughput: {:.0} tokens/s", report.tokens_per_s);
+    println!("wall time: {:.1} s", report.seconds);
+    println!("model:   {}", report.model_dir.display());
+    println!("metrics: {}", report.metrics.display());
+    println!("curves:  {}", report.curves.display());
+    Ok(())
+}
+
+/// The completion region of the shipped code corpus: the longest code-world target (105
+/// tokens, `string/novowels/doublechars`) plus one EOS.
+pub const CODE_COMPLETION_LEN: usize = 106;
+
+/// How `drift eval dllm` decodes.
+#[derive(Debug, Clone, Copy)]
+pub struct EvalOptions {
+    /// Held-out items scored (the first `n` of the held-out split).
+    pub n: usize,
+    /// Completion length (the canvas of masks after the prompt).
+    pub gen_length: usize,
+    /// Block length (semi-autoregressive blocks; `gen_length` = one block).
+    pub block_length: usize,
+    /// Denoising steps in total.
+    pub steps: usize,
+    /// Rows decoded together.
+    pub batch: usize,
+}
+
+/// One decoded, scored held-out item.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Scored {
+    /// The item id.
+    pub id: String,
+    /// Its template.
+    pub template: String,
+    /// The decoded completion.
+    pub completion: String,
+    /// The combined code reward (format 0.5 + execution 2.0).
+    pub reward: f64,
+    /// Fraction of tests passed.
+    pub execution: f64,
+    /// Format score (1 = one well-formed, compiling block).
+    pub format: f64,
+    /// Every test passed.
+    pub passed: bool,
+}
+
+/// Greedy low-confidence decoding of `prompts` (token ids, no specials) with `model`.
+///
+/// TEMPORARY: a minimal local loop (LLaDA `generate()` with `temperature = 0`,
+/// `remasking = "low_confidence"`, blocks of `block_length`, the quota of
+/// `num_transfer_tokens`), composed from the drift-samplers pieces, until the samplers'
+/// `decode` loop lands in `drift_samplers::dllm`; replace this function by a call to it.
+/// The canvas is the training row layout: `[PAD…] BOS prompt [MASK; gen_length]`.
+pub fn greedy_decode(
+    model: &DiffusionLm,
+    prompts: &[Vec<u32>],
+    opts: &EvalOptions,
+) -> Result<Vec<Vec<u32>>> {
+    let dev = model.device().clone();
+    let (g, blk) = (opts.gen_length, opts.block_length);
+    if blk == 0 || g % blk != 0 || opts.steps % (g / blk) != 0 || opts.steps == 0 {
+        bail!(
+            "gen_length {g} must be a multiple of block_length {blk}, and steps {} a multiple of \
+             the {} blocks",
+            opts.steps,
+            g.checked_div(blk).unwrap_or(0)
+        );
+    }
+    let p = 1 + prompts.iter().map(Vec::len).max().unwrap_or(0);
+    let b = prompts.len();
+    let mut rows: Vec<u32> = Vec::with_capacity(b * (p + g));
+    for prompt in prompts {
+        rows.extend(left_padded_prompt(prompt, p));
+        rows.extend(std::iter::repeat_n(MASK_ID, g));
+    }
+    let mut x = Tensor::from_vec(rows, (b, p + g), &dev)?;
+    let steps_per_block = opts.steps / (g / blk);
+    let greedy = ProposalConfig::default();
+    for block in 0..g / blk {
+        let quota = num_transfer_tokens(blk, steps_per_block);
+        for &n in &quota {
+            let logits = model.logits(&x, None)?.narrow(1, p, g)?;
+            let x0 = propose(&logits, &greedy, None)?;
+            let conf = token_stats(&logits, &x0)?.top1;
+            let canvas = x.narrow(1, p, g)?;
+            let in_block = Tensor::from_vec(
+                (0..g).map(|j| u8::from(j / blk == block)).collect::<Vec<_>>(),
+                (1, g),
+                &dev,
+            )?
+            .broadcast_as((b, g))?;
+            let eligible = (canvas.eq(MASK_ID)?.to_dtype(DType::U8)? * in_block)?;
+            let scores = mask_ineligible(&conf, &eligible)?;
+            let counts = Tensor::full(n as u32, b, &dev)?;
+            let commit = top_n_mask(&scores, &counts)?;
+            let canvas = commit.where_cond(&x0.to_dtype(DType::U32)?, &canvas)?;
+            x = Tensor::cat(&[x.narrow(1, 0, p)?, canvas], 1)?;
+        }
+    }
+    Ok(x.narrow(1, p, g)?.to_vec2::<u32>()?)
+}
+
+/// Decodes the first `opts.n` held-out items with `model` and scores them with the code
+/// reward (format gate + sandboxed tests).
+pub fn evaluate(model: &DiffusionLm, opts: &EvalOptions) -> Result<Vec<Scored>> {
+    let tok = match model.tokenizer() {
+        Some(Tokenizer::Char(t)) => t.clone(),
+        _ => bail!("the model has no drift character tokenizer ({CHAR_TOKENIZER_FILE})"),
+    };
+    let items = code_world()?.items(Split::HeldOut, opts.n);
+    let reward = Arc::new(CodeReward::new(&CodeRewardConfig::default())?);
+    let pool = Pool::new(&PoolConfig::default())?;
+    let mut out = Vec::with_capacity(items.len());
+    for chunk in items.chunks(opts.batch.max(1)) {
+        let prompts =
+            chunk.iter().map(|i| tok.encode(&prompt_text(i))).collect::<Result<Vec<_>, _>>()?;
+        let completions = greedy_decode(model, &prompts, opts)?;
+        let texts =
+            completions.iter().map(|ids| tok.decode(ids, true)).collect::<Result<Vec<_>, _>>()?;
+        out.extend(score(&reward, &pool, chunk, texts));
+    }
+    Ok(out)
+}
+
+/// Scores `completions[i]` as the answer to `items[i]` with the code reward.
+pub fn score(
+    reward: &Arc<CodeReward>,
+    pool: &Pool,
+    items: &[CodeItem],
+    completions: Vec<String>,
+) -> Vec<Scored> {
+    let samples: Vec<TextSample<CodeItem>> =
+        items.iter().zip(completions).map(|(item, c)| TextSample::new(item.clone(), c)).collect();
+    let outcomes = pool.evaluate(reward, samples.clone());
+    samples
+        .into_iter()
+        .zip(outcomes)
+        .map(|(s, o)| {
+            let part = |name: &str| {
+                o.details.components.iter().find(|c| c.name == name).map_or(0.0, |c| c.score)
+            };
+            let (format, execution) = (part("code_format"), part("code_execution"));
+            Scored {
+                id: s.task.id.clone(),
+                template: s.task.template.clone(),
+                completion: s.completion,
+                reward: o.score,
+                execution,
+                format,
+                passed: o.is_ok() && format == 1.0 && execution == 1.0,
+            }
+        })
+        .collect()
+}
+
+/// `drift eval dllm`: held-out pass rate of a saved model on the code world.
+pub fn eval(model_dir: &Path, opts: &EvalOptions, out: Option<&Path>) -> Result<()> {
+    let model = DiffusionLm::from_dir(model_dir, &LoadOptions::frozen())?;
+    let t0 = std::time::Instant::now();
+    let scored = evaluate(&model, opts)?;
+    let n = scored.len().max(1) as f64;
+    let mean = |f: fn(&Scored) -> f64| scored.iter().map(f).sum::<f64>() / n;
+    let pass = mean(|s| f64::from(u8::from(s.passed)));
+    let summary = serde_json::json!({
+        "eval": "dllm/code/held_out",
+        "model": model_dir.display().to_string(),
+        "samples": scored.len(),
+        "gen_length": opts.gen_length,
+        "block_length": opts.block_length,
+        "steps": opts.steps,
+        "pass_rate": pass,
+        "mean_execution": mean(|s| s.execution),
+        "format_rate": mean(|s| f64::from(u8::from(s.format == 1.0))),
+        "mean_reward": mean(|s| s.reward),
+        "seconds": (t0.elapsed().as_secs_f64() * 10.0).round() / 10.0,
+    });
+    println!("{summary}");
+    if let Some(dir) = out {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        let mut lines = String::new();
+        for s in &scored {
+            lines.push_str(&serde_json::to_string(s)?);
+            lines.push('\n');
+        }
+        std::fs::write(dir.join("eval_samples.jsonl"), lines)?;
+        std::fs::write(dir.join("eval_summary.json"), format!("{summary}\n"))?;
+        println!("samples: {}", dir.join("eval_samples.jsonl").display());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reference_targets_pass_and_a_wrong_body_fails_through_the_eval_scoring() {
+        let world = code_world().unwrap();
+        let items = world.items(Split::HeldOut, 4);
+        let reward = Arc::new(CodeReward::new(&CodeRewardConfig::default()).unwrap());
+        let pool = Pool::new(&PoolConfig::default()).unwrap();
+        let good: Vec<String> = items.iter().map(TextItem::target).collect();
+        assert!(score(&reward, &pool, &items, good).iter().all(|s| s.passed && s.format == 1.0));
+        let bad = vec!["```python\ndef f(x):\n    return None\n```".to_string(); 4];
+        let scored = score(&reward, &pool, &items, bad);
+        assert!(scored.iter().all(|s| !s.passed && s.format == 1.0), "{scored:?}");
+        let tok = CharTokenizer::ascii();
+        let longest = longest_target(&world, &tok).unwrap().0;
+        assert_eq!(CODE_COMPLETION_LEN, longest + 1);
+    }
+}
