@@ -1,6 +1,7 @@
 //! drift-flow: flow-matching image models, their pretraining, Flow-GRPO and BranchGRPO.
 
 pub mod error;
+pub mod grpo;
 pub mod model;
 
 pub use error::{FlowModelError, Result};

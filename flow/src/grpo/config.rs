@@ -1,0 +1,199 @@
+//! The Flow-GRPO trainer's configuration, with the reference defaults (ALGORITHMS.md §8).
+
+use std::path::PathBuf;
+
+use drift_core::advantage::AdvantageConfig;
+use drift_core::loss::PolicyLossConfig;
+use drift_core::train::{AdamWConfig, EmaConfig, OptimConfig};
+use drift_samplers::flow::{RolloutConfig, ScheduleConfig};
+use serde::{Deserialize, Serialize};
+
+use super::shapes::RewardTerm;
+use crate::error::{FlowModelError, Result};
+
+/// Which std Flow-GRPO's Gaussian-mean KL `‖μ − μ_ref‖² / (2 s²)` divides by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum KlStd {
+    /// The SDE's `σ_t`, as Flow-GRPO's code does (the transition's `√−Δt` is left out; β
+    /// absorbs it). Default.
+    #[default]
+    SigmaT,
+    /// The transition's true std `σ_t √−Δt`: the exact KL between the two Gaussians.
+    Transition,
+}
+
+/// Everything a Flow-GRPO run reads from its TOML file. Every field is optional; the defaults
+/// are Flow-GRPO's (arXiv 2505.05470, `config/grpo.py`) scaled to the shipped 1.3 M DiT where
+/// noted.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct FlowGrpoConfig {
+    /// The base model directory (`config.json` + `model.safetensors`): the initial policy and
+    /// the frozen KL reference. Default `examples/checkpoints/flow-shapes-v0`.
+    pub base: PathBuf,
+    /// RL iterations (rollout batch + its updates). Default 40.
+    pub steps: u64,
+    /// Prompts per iteration `P`. Default 8.
+    pub prompts_per_step: usize,
+    /// Images per prompt `G`. Default 8 (Flow-GRPO: 24 on 8 GPUs, scaled down).
+    pub group_size: usize,
+    /// The reward: a weighted sum of named rewards (for the shapes world: `geneval`,
+    /// `geneval_strict`, `jpeg_compressibility`, `jpeg_incompressibility`). Default
+    /// `[{ name = "geneval", weight = 1 }]`, the GenEval-style partial score.
+    pub rewards: Vec<RewardTerm>,
+    /// The training (rollout) schedule: `N_train` steps with the SD3 shift. Default 10 steps,
+    /// shift 3 (denoising reduction).
+    pub schedule: ScheduleConfig,
+    /// ODE steps of evaluation `N_eval`. Default 40.
+    pub eval_steps: usize,
+    /// The rollout's stochastic step, log-prob reduction and optional window
+    /// (Flow-GRPO-Fast / MixGRPO). Default the Flow-GRPO SDE, `a = 0.7`, mean over elements.
+    pub rollout: RolloutConfig,
+    /// Classifier-free guidance scale `w` in rollout, training and evaluation; 1 is none.
+    /// Default 1.0 (Flow-GRPO uses 4.5 for SD3.5-M; the shipped DiT is best without).
+    pub guidance: f64,
+    /// Fraction of the stochastic transitions trained, from the first: `⌊N·f⌋` (the last,
+    /// near-clean one is excluded). Default 0.99.
+    pub train_fraction: f64,
+    /// Advantages per prompt group. Default Flow-GRPO's: mean baseline, population std,
+    /// `eps = 1e-4`, clip 5.
+    pub advantage: AdvantageConfig,
+    /// The loss over transitions. Default Flow-GRPO's: per-transition PPO clip `ε = 1e-4`,
+    /// Gaussian-mean KL with β 0.04, mean over transitions.
+    pub loss: PolicyLossConfig,
+    /// The std of the KL. Default `sigma_t` (the reference code).
+    pub kl_std: KlStd,
+    /// Samples whose advantage is exactly 0 (degenerate groups) are left out of the loss.
+    /// Default true.
+    pub mask_zero_advantage: bool,
+    /// Optimizer steps per rollout batch (the batch is split into this many mini-batches).
+    /// Default 1: every update is on-policy. Flow-GRPO uses 2.
+    pub updates_per_batch: usize,
+    /// Passes over each rollout batch `μ`. Default 1.
+    pub inner_epochs: usize,
+    /// Samples per forward/backward pass (gradient accumulation inside an update). Default 16.
+    pub micro_batch: usize,
+    /// AdamW, schedule, clipping, EMA. Default lr 3e-4, wd 1e-4, clip 1.0, EMA 0.9 every step.
+    pub optim: OptimConfig,
+    /// Evaluate every this many iterations (and at the start and the end). Default 10.
+    pub eval_every: u64,
+    /// Held-out prompts evaluated at the intermediate evaluations; the first and the last
+    /// evaluation always use every held-out prompt. Default 96.
+    pub eval_prompts: usize,
+    /// Prompts of the diversity measure (first and last evaluation). Default 8.
+    pub diversity_prompts: usize,
+    /// Samples per prompt of the diversity measure. Default 4.
+    pub diversity_samples: usize,
+    /// Seed of every draw (prompts, noise). Default 0.
+    pub seed: u64,
+    /// Checkpoint every this many iterations (and at the end). Default 10.
+    pub checkpoint_every: u64,
+    /// Checkpoints kept. Default 2.
+    pub keep_last: usize,
+}
+
+impl Default for FlowGrpoConfig {
+    fn default() -> Self {
+        Self {
+            base: PathBuf::from("examples/checkpoints/flow-shapes-v0"),
+            steps: 40,
+            prompts_per_step: 8,
+            group_size: 8,
+            rewards: vec![RewardTerm { name: "geneval".into(), weight: 1.0 }],
+            schedule: ScheduleConfig::default(),
+            eval_steps: 40,
+            rollout: RolloutConfig::default(),
+            guidance: 1.0,
+            train_fraction: 0.99,
+            advantage: AdvantageConfig::flow_grpo(),
+            loss: PolicyLossConfig::flow_grpo(),
+            kl_std: KlStd::SigmaT,
+            mask_zero_advantage: true,
+            updates_per_batch: 1,
+            inner_epochs: 1,
+            micro_batch: 16,
+            optim: OptimConfig {
+                adamw: AdamWConfig { lr: 3e-4, weight_decay: 1e-4, ..AdamWConfig::default() },
+                max_grad_norm: Some(1.0),
+                ema: Some(EmaConfig { decay: 0.9, every: 1 }),
+                ..OptimConfig::default()
+            },
+            eval_every: 10,
+            eval_prompts: 96,
+            diversity_prompts: 8,
+            diversity_samples: 4,
+            seed: 0,
+            checkpoint_every: 10,
+            keep_last: 2,
+        }
+    }
+}
+
+fn bad(field: &'static str, value: impl ToString, expected: &str) -> FlowModelError {
+    FlowModelError::Config { field, value: value.to_string(), expected: expected.into() }
+}
+
+impl FlowGrpoConfig {
+    /// Samples per rollout batch, `P · G`.
+    pub fn batch_size(&self) -> usize {
+        self.prompts_per_step * self.group_size
+    }
+
+    /// The trained transitions `0..⌊N·train_fraction⌋` (at least one).
+    pub fn trained_steps(&self) -> usize {
+        ((self.schedule.steps as f64 * self.train_fraction).floor() as usize)
+            .clamp(1, self.schedule.steps.max(1))
+    }
+
+    /// Checks every field's domain, naming the field at fault.
+    pub fn validate(&self) -> Result<()> {
+        if self.prompts_per_step == 0 {
+            return Err(bad("prompts_per_step", 0, "at least 1"));
+        }
+        if self.group_size < 2 {
+            return Err(bad(
+                "group_size",
+                self.group_size,
+                "at least 2 (a group needs a baseline)",
+            ));
+        }
+        if self.schedule.steps == 0 || self.eval_steps == 0 {
+            return Err(bad("schedule.steps / eval_steps", 0, "at least 1"));
+        }
+        if !(self.train_fraction > 0.0 && self.train_fraction <= 1.0) {
+            return Err(bad("train_fraction", self.train_fraction, "a number in (0, 1]"));
+        }
+        if !(self.guidance.is_finite() && self.guidance >= 0.0) {
+            return Err(bad("guidance", self.guidance, "a finite number >= 0"));
+        }
+        if self.updates_per_batch == 0 || self.updates_per_batch > self.batch_size() {
+            return Err(bad(
+                "updates_per_batch",
+                self.updates_per_batch,
+                "between 1 and prompts_per_step * group_size",
+            ));
+        }
+        if self.inner_epochs == 0 || self.micro_batch == 0 {
+            return Err(bad("inner_epochs / micro_batch", 0, "at least 1"));
+        }
+        if !self.rollout.step.is_stochastic() {
+            return Err(bad(
+                "rollout.step",
+                format!("{:?}", self.rollout.step),
+                "a stochastic step (noise level > 0): ODE steps have no log-probability",
+            ));
+        }
+        if self.loss.kl.is_some_and(|k| k.estimator != drift_core::loss::KlEstimator::Precomputed) {
+            return Err(bad(
+                "loss.kl.estimator",
+                format!("{:?}", self.loss.kl.map(|k| k.estimator)),
+                "precomputed (Flow-GRPO's Gaussian-mean KL)",
+            ));
+        }
+        self.rollout.step.validate()?;
+        self.advantage.validate()?;
+        self.loss.validate()?;
+        Ok(())
+    }
+}

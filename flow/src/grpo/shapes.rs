@@ -1,0 +1,131 @@
+//! The shipped shapes world as a Flow-GRPO task, and its rewards by name.
+
+use std::sync::Arc;
+
+use candle_core::{Device, Tensor};
+use drift_core::rng::RngKey;
+use drift_rewards::combine::Weighted;
+use drift_rewards::image::{Image, JpegCompressibility, JpegIncompressibility};
+use drift_rewards::reward::{ImageSample, Reward};
+use drift_rewards::shapes::{self, Prompt, ShapesReward, ShapesScore, SplitConfig};
+use serde::{Deserialize, Serialize};
+
+use super::task::{ImageReward, ImageTask};
+use crate::error::{FlowModelError, Result};
+
+/// The shapes world's train / held-out split (held out by count and by pair of objects) as a
+/// task: training prompts in a fresh seeded permutation every epoch.
+#[derive(Debug, Clone)]
+pub struct ShapesTask {
+    train: Vec<Prompt>,
+    held_out: Vec<Prompt>,
+}
+
+impl ShapesTask {
+    /// The default split of the shapes world.
+    pub fn new() -> Result<Self> {
+        let split = shapes::split(&SplitConfig::default()).map_err(|e| FlowModelError::Config {
+            field: "shapes split",
+            value: e.to_string(),
+            expected: "the shapes world's default split".into(),
+        })?;
+        Ok(Self { train: split.train, held_out: split.held_out })
+    }
+
+    /// The training prompts.
+    pub fn train_prompts(&self) -> &[Prompt] {
+        &self.train
+    }
+}
+
+impl ImageTask for ShapesTask {
+    type Prompt = Prompt;
+
+    fn train_prompt(&self, seed: u64, index: u64) -> Prompt {
+        let n = self.train.len() as u64;
+        let perm =
+            RngKey::new(seed).stream("train_prompts").step(index / n).permutation_vec(n as usize);
+        self.train[perm[(index % n) as usize] as usize].clone()
+    }
+
+    fn eval_prompts(&self) -> &[Prompt] {
+        &self.held_out
+    }
+
+    fn encode(&self, prompts: &[Prompt], device: &Device) -> Result<Tensor> {
+        let ids: Vec<u32> = prompts.iter().flat_map(shapes::tokenize).collect();
+        Ok(Tensor::from_vec(ids, (prompts.len(), shapes::MAX_TOKENS), device)?)
+    }
+
+    fn caption(&self, prompt: &Prompt) -> String {
+        prompt.to_text()
+    }
+
+    fn strict(&self, prompt: &Prompt, image: &Image) -> Option<bool> {
+        Some(shapes::verify(prompt, image).strict)
+    }
+}
+
+/// One term of a run's reward: a reward by name and its weight.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RewardTerm {
+    /// `geneval` (the GenEval-style partial score: the fraction of clauses satisfied),
+    /// `geneval_strict` (1 when every clause holds), `jpeg_compressibility` or
+    /// `jpeg_incompressibility` (DDPO's `∓ kB / 500`).
+    pub name: String,
+    /// Its weight in the sum. Default 1.
+    #[serde(default = "one")]
+    pub weight: f64,
+}
+
+fn one() -> f64 {
+    1.0
+}
+
+/// The rewards [`shapes_reward`] knows.
+pub const SHAPES_REWARDS: &[&str] =
+    &["geneval", "geneval_strict", "jpeg_compressibility", "jpeg_incompressibility"];
+
+fn named(name: &str) -> Result<Arc<ImageReward<Prompt>>> {
+    Ok(match name {
+        "geneval" => Arc::new(ShapesReward { score: ShapesScore::Partial, ..Default::default() }),
+        "geneval_strict" => {
+            Arc::new(ShapesReward { score: ShapesScore::Strict, ..Default::default() })
+        }
+        "jpeg_compressibility" => Arc::new(JpegCompressibility),
+        "jpeg_incompressibility" => Arc::new(JpegIncompressibility),
+        other => {
+            return Err(FlowModelError::Config {
+                field: "rewards.name",
+                value: other.to_string(),
+                expected: format!("one of {}", SHAPES_REWARDS.join(", ")),
+            })
+        }
+    })
+}
+
+/// The reward of `terms`: the named reward itself for one term of weight 1, else their
+/// weighted sum `Σ wᵢ rᵢ` (a failing term scores 0 and is recorded).
+pub fn shapes_reward(terms: &[RewardTerm]) -> Result<Arc<ImageReward<Prompt>>> {
+    match terms {
+        [] => Err(FlowModelError::Config {
+            field: "rewards",
+            value: "[]".into(),
+            expected: "at least one reward term".into(),
+        }),
+        [t] if t.weight == 1.0 => named(&t.name),
+        _ => {
+            let name = terms.iter().map(|t| format!("{}*{}", t.weight, t.name)).collect::<Vec<_>>();
+            let mut sum = Weighted::<ImageSample<Prompt>>::new(name.join("+"));
+            for t in terms {
+                sum = sum.with(t.weight, named(&t.name)?).map_err(|e| FlowModelError::Config {
+                    field: "rewards.weight",
+                    value: e.to_string(),
+                    expected: "a finite weight".into(),
+                })?;
+            }
+            Ok(Arc::new(sum) as Arc<dyn Reward<ImageSample<Prompt>>>)
+        }
+    }
+}

@@ -1,0 +1,312 @@
+//! The Flow-GRPO loop (arXiv 2505.05470, ALGORITHMS.md §8): rollout → reward → advantages →
+//! updates, with evaluation, metrics, curves, checkpoints and resume.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use candle_core::Device;
+use candle_nn::VarBuilder;
+use drift_core::metrics::{plot_metrics, MetricsWriter, Progress};
+use drift_core::train::{detached_view, CheckpointMeta, Checkpointer, Optimizer, ParamSet};
+use drift_samplers::flow::Schedule;
+use serde::{Deserialize, Serialize};
+
+use super::config::FlowGrpoConfig;
+use super::eval::{diversity, evaluate, EvalReport, EvalSampling};
+use super::rollout::{sample_batch, RolloutBatch};
+use super::task::{ImageReward, ImageTask};
+use super::update::update;
+use crate::error::{FlowModelError, Result};
+use crate::model::{load_dit_frozen, load_dit_trainable, save_dit, Dit};
+
+/// What a finished run reports.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct FlowGrpoReport {
+    /// The base model on the full held-out set (with diversity).
+    pub base: EvalReport,
+    /// The trained model (EMA weights when configured) on the full held-out set.
+    pub trained: EvalReport,
+    /// The run directory's files.
+    pub metrics: PathBuf,
+    /// Curves of reward, accuracy, KL and clipping.
+    pub curves: PathBuf,
+    /// The held-out grid of the base model.
+    pub grid_before: PathBuf,
+    /// The held-out grid of the trained model.
+    pub grid_after: PathBuf,
+    /// The trained model (`config.json` + `model.safetensors`).
+    pub model_dir: PathBuf,
+    /// Wall time of this invocation, seconds.
+    pub seconds: f64,
+}
+
+/// The metric keys drawn in `curves.png`.
+pub const CURVE_KEYS: &[&str] =
+    &["reward/mean", "eval/reward_mean", "eval/strict", "loss/kl", "clip/frac", "grad/norm"];
+
+struct Models {
+    policy: Dit,
+    view: Dit,
+    reference: Dit,
+    opt: Optimizer,
+}
+
+fn load_models(cfg: &FlowGrpoConfig, device: &Device) -> Result<Models> {
+    let (policy, varmap) = load_dit_trainable(&cfg.base, device)?;
+    let view = Dit::new(
+        *policy.config(),
+        VarBuilder::from_tensors(detached_view(&varmap), candle_core::DType::F32, device),
+    )?;
+    let reference = load_dit_frozen(&cfg.base, device)?;
+    let opt = Optimizer::new(cfg.optim, ParamSet::all(&varmap))?;
+    Ok(Models { policy, view, reference, opt })
+}
+
+fn eval_sampling(cfg: &FlowGrpoConfig) -> EvalSampling {
+    EvalSampling { steps: cfg.eval_steps, guidance: cfg.guidance, seed: cfg.seed, batch: 32 }
+}
+
+/// Evaluates the view (under the EMA weights when configured) on the first `n` held-out
+/// prompts (all when `None`), with diversity when `with_diversity`.
+fn evaluate_policy<T: ImageTask>(
+    m: &Models,
+    task: &T,
+    reward: &ImageReward<T::Prompt>,
+    cfg: &FlowGrpoConfig,
+    n: Option<usize>,
+    grid: &Path,
+    with_diversity: bool,
+) -> Result<EvalReport> {
+    let prompts = task.eval_prompts();
+    let prompts = &prompts[..n.unwrap_or(prompts.len()).min(prompts.len())];
+    let s = eval_sampling(cfg);
+    let run = || -> Result<EvalReport> {
+        let mut r = evaluate(&m.view, task, reward, prompts, &s, Some(grid))?;
+        if with_diversity {
+            let d = &task.eval_prompts()[..cfg.diversity_prompts.min(task.eval_prompts().len())];
+            r.diversity = Some(diversity(&m.view, task, d, cfg.diversity_samples, &s)?);
+        }
+        Ok(r)
+    };
+    match m.opt.ema() {
+        Some(ema) => ema.with_weights(m.opt.params(), run)?,
+        None => run(),
+    }
+}
+
+fn log_eval(log: &mut MetricsWriter, step: u64, r: &EvalReport) -> Result<()> {
+    let mut v = vec![
+        ("eval/reward_mean", r.reward_mean),
+        ("eval/jpeg_compressibility", r.jpeg_compressibility),
+    ];
+    if let Some(s) = r.strict {
+        v.push(("eval/strict", s));
+    }
+    if let Some(d) = r.diversity {
+        v.push(("eval/diversity", d));
+    }
+    Ok(log.log(step, &v)?)
+}
+
+fn io_err(path: &Path, e: impl ToString) -> FlowModelError {
+    FlowModelError::File { path: path.to_path_buf(), reason: e.to_string() }
+}
+
+/// Per-prompt reward statistics of a batch as JSON lines (`prompts.jsonl`).
+fn write_prompt_stats<T: ImageTask>(
+    path: &Path,
+    step: u64,
+    task: &T,
+    batch: &RolloutBatch<T::Prompt>,
+    g: usize,
+) -> Result<()> {
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(|e| io_err(path, e))?;
+    let rewards = batch.rewards();
+    for (k, chunk) in rewards.chunks(g).enumerate() {
+        let mean = chunk.iter().sum::<f64>() / chunk.len() as f64;
+        let var = chunk.iter().map(|r| (r - mean).powi(2)).sum::<f64>() / chunk.len() as f64;
+        let strict = batch.strict[k * g..(k + 1) * g].iter().filter(|s| **s == Some(true)).count();
+        let line = serde_json::json!({
+            "step": step,
+            "prompt": task.caption(&batch.prompts[k * g]),
+            "reward_mean": mean,
+            "reward_std": var.sqrt(),
+            "strict": strict as f64 / g as f64,
+        });
+        writeln!(f, "{line}").map_err(|e| io_err(path, e))?;
+    }
+    Ok(())
+}
+
+/// Mean over groups of the per-pixel std across the group's images: how different the `G`
+/// samples of one prompt are.
+fn group_pixel_std(batch: &RolloutBatch<impl Sized>, g: usize) -> f64 {
+    let mut total = 0.0;
+    let groups = batch.images.chunks(g);
+    let n = groups.len().max(1) as f64;
+    for group in groups {
+        let len = group[0].as_raw().len();
+        let mut acc = 0.0;
+        for p in 0..len {
+            let vals = group.iter().map(|im| f64::from(im.as_raw()[p]) / 255.0);
+            let mean = vals.clone().sum::<f64>() / group.len() as f64;
+            acc += vals.map(|v| (v - mean).powi(2)).sum::<f64>() / group.len() as f64;
+        }
+        total += (acc / len as f64).sqrt();
+    }
+    total / n
+}
+
+/// Runs Flow-GRPO from `cfg.base` on `task` with `reward`, in `run_dir` (resuming from its
+/// newest valid checkpoint). Logs one metrics line per iteration (reward, strict accuracy,
+/// the core's loss diagnostics, timings, model evaluations) and evaluations every
+/// `cfg.eval_every` iterations; ends with the trained model, curves and before/after grids.
+pub fn train_flow_grpo<T: ImageTask>(
+    cfg: &FlowGrpoConfig,
+    config_text: &str,
+    task: &T,
+    reward: &ImageReward<T::Prompt>,
+    run_dir: &Path,
+    device: &Device,
+) -> Result<FlowGrpoReport> {
+    cfg.validate()?;
+    let start = Instant::now();
+    std::fs::create_dir_all(run_dir.join("eval")).map_err(|e| io_err(run_dir, e))?;
+    let mut m = load_models(cfg, device)?;
+    let schedule = Schedule::new(&cfg.schedule)?;
+    let ckpt = Checkpointer::new(run_dir.join("checkpoints"), cfg.keep_last)?;
+    let (latest, rejected) = ckpt.latest_valid()?;
+    for (dir, err) in &rejected {
+        eprintln!("warning: skipping checkpoint {}: {err}", dir.display());
+    }
+    let metrics_path = run_dir.join("metrics.jsonl");
+    let base_path = run_dir.join("base_eval.json");
+    let grid_before = run_dir.join("eval/before.png");
+    let (first, mut log, base) = match latest {
+        Some(dir) => {
+            let meta = Checkpointer::load(&dir, &mut m.opt)?;
+            eprintln!("resuming from {} (iteration {})", dir.display(), meta.step);
+            let base: EvalReport = serde_json::from_value(meta.extra.clone())
+                .map_err(|e| io_err(&dir, format!("no base evaluation in the checkpoint: {e}")))?;
+            (meta.step, MetricsWriter::open(&metrics_path, Some(meta.metrics_cursor))?, base)
+        }
+        None => {
+            let mut log = MetricsWriter::create(&metrics_path)?;
+            let _ = std::fs::remove_file(run_dir.join("prompts.jsonl"));
+            let base = evaluate_policy(&m, task, reward, cfg, None, &grid_before, true)?;
+            std::fs::write(&base_path, serde_json::to_string_pretty(&base).unwrap_or_default())
+                .map_err(|e| io_err(&base_path, e))?;
+            log_eval(&mut log, 0, &base)?;
+            (0, log, base)
+        }
+    };
+    let progress = Progress::new(cfg.steps, "flow-grpo");
+    let mut last_eval = base;
+    for step in first..cfg.steps {
+        // Rollouts run on the tracked policy: the same kernels as the update, so the first
+        // update's ratio is exactly 1 (the fused inference kernels differ in the last bits).
+        let batch = sample_batch(&m.policy, task, reward, cfg, &schedule, step)?;
+        let t_update = Instant::now();
+        let b = batch.len();
+        let per_update = b.div_ceil(cfg.updates_per_batch);
+        let (mut diag, mut report, mut calls) = (Vec::new(), None, 0);
+        for _ in 0..cfg.inner_epochs {
+            for u in 0..cfg.updates_per_batch {
+                let rows: Vec<usize> = (u * per_update..((u + 1) * per_update).min(b)).collect();
+                let r = update(&m.policy, &m.reference, &batch, &rows, cfg, &schedule, &mut m.opt)?;
+                if let Some(reason) = r.step.skipped {
+                    progress.println(&format!(
+                        "iteration {step}: update skipped ({reason:?}); weights unchanged"
+                    ));
+                }
+                calls += r.forward_calls;
+                diag.push(r.diagnostics);
+                report = Some(r.step);
+            }
+        }
+        let update_s = t_update.elapsed().as_secs_f64();
+        let rewards = batch.rewards();
+        let mean = rewards.iter().sum::<f64>() / b as f64;
+        let std = (rewards.iter().map(|r| (r - mean).powi(2)).sum::<f64>() / b as f64).sqrt();
+        let strict = batch.strict.iter().filter(|s| **s == Some(true)).count() as f64 / b as f64;
+        let failures = batch.outcomes.iter().filter(|o| !o.is_ok()).count();
+        let report = report.expect("at least one update");
+        let first_dev = (diag[0].ratio_min - 1.0).abs().max((diag[0].ratio_max - 1.0).abs());
+        let d = *diag.last().expect("at least one update");
+        let mut values: Vec<(&str, f64)> = vec![
+            ("reward/mean", mean),
+            ("reward/std", std),
+            ("reward/failures", failures as f64),
+            ("train/strict", strict),
+            ("groups/degenerate_frac", batch.degenerate_frac),
+            ("diversity/group_pixel_std", group_pixel_std(&batch, cfg.group_size)),
+            ("grad/norm", report.grad_norm),
+            ("lr", report.lr),
+            ("update/applied", f64::from(u8::from(report.applied))),
+            ("time/rollout_s", batch.rollout_seconds - batch.reward_seconds),
+            ("time/reward_s", batch.reward_seconds),
+            ("time/update_s", update_s),
+            ("evals/rollout_calls", batch.rollout.evaluations as f64),
+            ("evals/update_calls", calls as f64),
+            ("ratio/first_update_max_dev", first_dev),
+        ];
+        values.extend(d.pairs());
+        log.log(step + 1, &values)?;
+        write_prompt_stats(&run_dir.join("prompts.jsonl"), step + 1, task, &batch, cfg.group_size)?;
+        let done = step + 1 == cfg.steps;
+        if !done && cfg.eval_every > 0 && (step + 1) % cfg.eval_every == 0 {
+            let grid = run_dir.join(format!("eval/step-{:05}.png", step + 1));
+            last_eval =
+                evaluate_policy(&m, task, reward, cfg, Some(cfg.eval_prompts), &grid, false)?;
+            log_eval(&mut log, step + 1, &last_eval)?;
+        }
+        let mut figures = vec![("reward", mean), ("strict", strict)];
+        if let Some(s) = last_eval.strict {
+            figures.push(("eval_strict", s));
+        }
+        progress.update(step + 1, &figures);
+        if done || (step + 1) % cfg.checkpoint_every.max(1) == 0 {
+            let meta = CheckpointMeta {
+                step: step + 1,
+                seed: cfg.seed,
+                config: config_text.to_string(),
+                metrics_cursor: log.cursor(),
+                extra: serde_json::to_value(base).unwrap_or_default(),
+                optimizer_step: 0,
+                skipped_steps: 0,
+            };
+            ckpt.save(&m.opt, &meta)?;
+        }
+    }
+    progress.finish();
+    let grid_after = run_dir.join("eval/after.png");
+    let trained = evaluate_policy(&m, task, reward, cfg, None, &grid_after, true)?;
+    log_eval(&mut log, cfg.steps, &trained)?;
+    let weights = match m.opt.ema() {
+        Some(ema) => ema.weights().clone(),
+        None => m.opt.params().snapshot()?,
+    };
+    let model_dir = run_dir.join("model");
+    save_dit(&model_dir, m.policy.config(), &weights)?;
+    let curves = run_dir.join("curves.png");
+    plot_metrics(&metrics_path, CURVE_KEYS, &curves)?;
+    let report = FlowGrpoReport {
+        base,
+        trained,
+        metrics: metrics_path,
+        curves,
+        grid_before,
+        grid_after,
+        model_dir,
+        seconds: start.elapsed().as_secs_f64(),
+    };
+    let summary = run_dir.join("summary.json");
+    std::fs::write(&summary, serde_json::to_string_pretty(&report).unwrap_or_default())
+        .map_err(|e| io_err(&summary, e))?;
+    Ok(report)
+}

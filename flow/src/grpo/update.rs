@@ -1,0 +1,174 @@
+//! One Flow-GRPO update: the per-transition PPO-clip loss with the Gaussian-mean KL to the
+//! frozen reference, accumulated over micro-batches, then one optimizer step.
+
+use candle_core::{DType, Tensor};
+use drift_core::loss::{
+    gaussian_mean_kl, policy_loss, LossDiagnostics, PolicyInputs, Reference, STAT_NAMES,
+};
+use drift_core::train::{Grads, Optimizer, StepReport};
+use drift_samplers::flow::{transition_log_prob, Guidance, Schedule};
+
+use super::config::{FlowGrpoConfig, KlStd};
+use super::rollout::RolloutBatch;
+use crate::error::{FlowModelError, Result};
+use crate::model::Dit;
+
+/// What an update did.
+#[derive(Debug, Clone)]
+pub struct UpdateReport {
+    /// The optimizer's report (applied or skipped, grad norm, lr).
+    pub step: StepReport,
+    /// The loss diagnostics over the update's micro-batches: means weighted by sample count,
+    /// `ratio/min` and `ratio/max` the extremes, `actions/count` the total.
+    pub diagnostics: LossDiagnostics,
+    /// Model forward calls made (policy and reference, guidance counted twice).
+    pub forward_calls: usize,
+}
+
+/// The transitions trained: the stochastic ones among the first `⌊N·f⌋`.
+pub fn trained_transitions(cfg: &FlowGrpoConfig, stochastic: &[bool]) -> Vec<usize> {
+    (0..cfg.trained_steps()).filter(|&i| stochastic.get(i).copied().unwrap_or(false)).collect()
+}
+
+/// The loss-and-gradient of samples `rows` of `batch` (one micro-batch): returns the
+/// gradients scaled by `weight`, the loss value tensor and the stats tensor.
+#[allow(clippy::too_many_arguments)] // the parts of one micro-batch pass
+fn micro_batch(
+    policy: &Dit,
+    reference: &Dit,
+    batch: &RolloutBatch<impl Sized>,
+    rows: &[usize],
+    steps: &[usize],
+    cfg: &FlowGrpoConfig,
+    schedule: &Schedule,
+    opt: &Optimizer,
+    weight: f64,
+) -> Result<(Grads, Tensor, Tensor)> {
+    let dev = policy.device();
+    let idx =
+        Tensor::from_vec(rows.iter().map(|&r| r as u32).collect::<Vec<_>>(), rows.len(), dev)?;
+    let cond = batch.cond.index_select(&idx, 0)?;
+    let null = policy.null_prompt(rows.len())?;
+    let guide = Guidance { uncond: &null, scale: cfg.guidance };
+    let guidance = (cfg.guidance != 1.0).then_some(&guide);
+    let (mut lp_new, mut kl) = (Vec::new(), Vec::new());
+    for &i in steps {
+        let x = batch.rollout.latents[i].index_select(&idx, 0)?;
+        let x_next = batch.rollout.latents[i + 1].index_select(&idx, 0)?;
+        // Only stochastic steps are trained, and inside a window those are the SDE's.
+        let kind = cfg.rollout.step;
+        let reduce = cfg.rollout.log_prob;
+        let t =
+            transition_log_prob(policy, &x, &x_next, i, schedule, kind, &cond, guidance, reduce)?;
+        let r = transition_log_prob(
+            reference, &x, &x_next, i, schedule, kind, &cond, guidance, reduce,
+        )?;
+        let std = match cfg.kl_std {
+            KlStd::SigmaT => t.sigma_t,
+            KlStd::Transition => t.std,
+        };
+        let std = Tensor::new(std as f32, dev)?;
+        kl.push(gaussian_mean_kl(&t.mean, &r.mean.detach(), &std)?);
+        lp_new.push(t.log_prob);
+    }
+    let cols =
+        Tensor::from_vec(steps.iter().map(|&i| i as u32).collect::<Vec<_>>(), steps.len(), dev)?;
+    let lp_old = batch.rollout.log_probs.index_select(&idx, 0)?.index_select(&cols, 1)?;
+    let lp_new = Tensor::stack(&lp_new, 1)?;
+    let kl = Tensor::stack(&kl, 1)?;
+    let adv = batch.advantages.index_select(&idx, 0)?;
+    let keep = if cfg.mask_zero_advantage {
+        adv.ne(0f32)?.to_dtype(DType::F32)?
+    } else {
+        adv.ones_like()?
+    };
+    let mask = keep.unsqueeze(1)?.broadcast_as(lp_new.shape())?.contiguous()?;
+    let inputs = PolicyInputs {
+        lp_new: &lp_new,
+        lp_old: &lp_old,
+        mask: &mask,
+        advantages: &adv,
+        reference: Some(Reference::Kl(&kl)),
+    };
+    let out = policy_loss(&cfg.loss, &inputs)?;
+    let grads = Grads::from_store(&(&out.loss * weight)?.backward()?, opt.params(), 1.0)?;
+    Ok((grads, (out.loss.detach() * weight)?, out.stats))
+}
+
+/// Trains on samples `rows` of `batch`: micro-batches of `cfg.micro_batch` samples, each
+/// weighted by its share of the trained samples, then one optimizer step. Samples with a zero
+/// advantage (when masked) are skipped before any forward pass.
+pub fn update(
+    policy: &Dit,
+    reference: &Dit,
+    batch: &RolloutBatch<impl Sized>,
+    rows: &[usize],
+    cfg: &FlowGrpoConfig,
+    schedule: &Schedule,
+    opt: &mut Optimizer,
+) -> Result<UpdateReport> {
+    let steps = trained_transitions(cfg, &batch.rollout.stochastic);
+    if steps.is_empty() {
+        return Err(FlowModelError::Config {
+            field: "train_fraction / rollout.window",
+            value: format!("{} of {} steps", cfg.trained_steps(), cfg.schedule.steps),
+            expected: "at least one stochastic transition to train".into(),
+        });
+    }
+    let rows: Vec<usize> = rows
+        .iter()
+        .copied()
+        .filter(|&r| !cfg.mask_zero_advantage || batch.advantages_host[r] != 0.0)
+        .collect();
+    let per_call = if cfg.guidance != 1.0 { 2 } else { 1 };
+    if rows.is_empty() {
+        // Nothing to learn from: no optimizer step (weight decay alone would still move the
+        // weights), reported as not applied.
+        let lr = opt.config().adamw.lr * opt.config().schedule.factor(opt.step_count());
+        let step = StepReport { applied: false, skipped: None, grad_norm: 0.0, lr };
+        return Ok(UpdateReport {
+            step,
+            diagnostics: LossDiagnostics::default(),
+            forward_calls: 0,
+        });
+    }
+    let (mut grads, mut loss, mut stats, mut weights) =
+        (None::<Grads>, None::<Tensor>, Vec::new(), Vec::new());
+    let chunks: Vec<&[usize]> = rows.chunks(cfg.micro_batch).collect();
+    for chunk in &chunks {
+        let w = chunk.len() as f64 / rows.len() as f64;
+        let (g, l, s) =
+            micro_batch(policy, reference, batch, chunk, &steps, cfg, schedule, opt, w)?;
+        match grads.as_mut() {
+            Some(acc) => acc.accumulate(g)?,
+            None => grads = Some(g),
+        }
+        loss = Some(match loss {
+            Some(acc) => (acc + l)?,
+            None => l,
+        });
+        stats.push(s);
+        weights.push(w);
+    }
+    let loss = loss.expect("at least one micro-batch").to_scalar::<f32>()?;
+    let diagnostics = combine_stats(&Tensor::stack(&stats, 0)?.to_vec2::<f32>()?, &weights)?;
+    let step = opt.step(f64::from(loss), grads.expect("at least one micro-batch"))?;
+    let forward_calls = chunks.len() * steps.len() * 2 * per_call;
+    Ok(UpdateReport { step, diagnostics, forward_calls })
+}
+
+/// Combines per-micro-batch stats rows (in [`STAT_NAMES`] order): weighted means, except the
+/// ratio extremes (min / max) and the action count (sum).
+fn combine_stats(rows: &[Vec<f32>], weights: &[f64]) -> Result<LossDiagnostics> {
+    let mut out = vec![0f32; STAT_NAMES.len()];
+    for (k, name) in STAT_NAMES.iter().enumerate() {
+        let col = rows.iter().map(|r| r[k]);
+        out[k] = match *name {
+            "ratio/min" => col.fold(f32::INFINITY, f32::min),
+            "ratio/max" => col.fold(f32::NEG_INFINITY, f32::max),
+            "actions/count" => col.sum(),
+            _ => col.zip(weights).map(|(v, &w)| v * w as f32).sum(),
+        };
+    }
+    Ok(LossDiagnostics::from_stats(&out)?)
+}
