@@ -84,8 +84,9 @@ pub struct DecodeConfig {
     /// `softmax(conf / alg_temp)` instead of taking the top-n (Dream). Default 0.
     pub alg_temp: f64,
     /// Classifier-free guidance weight `w ≥ 0`: logits `u + (w + 1)(c − u)` with `u` from the
-    /// prompt replaced by mask tokens (LLaDA `cfg_scale`); 0 disables it. Default 0.
-    pub cfg_scale: f64,
+    /// prompt replaced by mask tokens (LLaDA `cfg_scale`). `None` runs no unconditional pass;
+    /// `Some(0.0)` runs it and gives the unguided logits exactly. Default none.
+    pub cfg_scale: Option<f64>,
     /// Stop tokens (EOS, EOT): the completion mask ends at the first one. Default none.
     pub stop_tokens: Vec<u32>,
     /// Freeze a row once it has committed a stop token with every earlier completion
@@ -102,7 +103,7 @@ impl Default for DecodeConfig {
             proposal: ProposalConfig::default(),
             position: PositionRule::LowConfidence,
             alg_temp: 0.0,
-            cfg_scale: 0.0,
+            cfg_scale: None,
             stop_tokens: Vec::new(),
             early_stop: false,
         }
@@ -163,7 +164,9 @@ impl DecodeConfig {
             }
         }
         finite_at_least("alg_temp", self.alg_temp, 0.0)?;
-        finite_at_least("cfg_scale", self.cfg_scale, 0.0)?;
+        if let Some(w) = self.cfg_scale {
+            finite_at_least("cfg_scale", w, 0.0)?;
+        }
         match self.position {
             PositionRule::Origin { eps } if !(eps > 0.0 && eps < 1.0) => {
                 return Err(config_err("position.origin.eps", eps, "a number in (0, 1)"));

@@ -1,19 +1,26 @@
 //! dLLM decoding: semi-autoregressive blocks, token proposals, position rules, threshold parallel decoding, order policies and recorded trajectories (ALGORITHMS.md §5).
 //!
-//! Building blocks so far (the `decode` loop and `Trajectory` are not written yet): LLaDA's
-//! step quota, token proposals, per-position confidences, position selection and the
-//! `OrderPolicy` hook.
+//! Entry points: [`decode`] and [`decode_with_policy`] turn a [`DecodeBatch`] of prompts into a
+//! [`Trajectory`] under a [`DecodeConfig`]. The building blocks they compose are public too:
+//! LLaDA's step quota, token proposals, per-position confidences, position selection and the
+//! [`OrderPolicy`] hook.
 
 mod confidence;
 mod config;
+mod decode;
 mod error;
 mod order;
 mod proposal;
 mod quota;
 mod select;
+mod trajectory;
+
+#[cfg(test)]
+mod tests;
 
 pub use confidence::{rule_confidence, token_stats, TokenStats};
 pub use config::{DecodeConfig, PositionRule, ProposalConfig};
+pub use decode::{decode, decode_with_policy, guide, DecodeBatch, Padding};
 pub use error::{DecodeError, Result};
 pub use order::{
     plackett_luce_log_prob, LinearOrderPolicy, OrderDecision, OrderFeatures, OrderInput,
@@ -25,3 +32,4 @@ pub use select::{
     gumbel_perturb, mask_ineligible, origin_mask, origin_probability, row_counts, threshold_mask,
     top_n_mask,
 };
+pub use trajectory::{Trajectory, NEVER_COMMITTED, PROMPT_STEP};
