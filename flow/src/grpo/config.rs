@@ -68,12 +68,19 @@ pub struct FlowGrpoConfig {
     /// Default true.
     pub mask_zero_advantage: bool,
     /// Optimizer steps per rollout batch (the batch is split into this many mini-batches).
-    /// Default 1: every update is on-policy. Flow-GRPO uses 2.
+    /// Default 2, as Flow-GRPO (the first update is on-policy, the second reuses the rollout
+    /// after one step); 1 makes every update on-policy.
     pub updates_per_batch: usize,
     /// Passes over each rollout batch `μ`. Default 1.
     pub inner_epochs: usize,
     /// Samples per forward/backward pass (gradient accumulation inside an update). Default 16.
     pub micro_batch: usize,
+    /// Stack every trained step of a micro-batch into one forward and backward pass
+    /// (`micro_batch × steps` rows) instead of one pass per step: fewer, larger passes, for
+    /// accelerators (measured on the 2-core CPU: no faster, 12.5 s vs 12 s per update). A
+    /// batch of another size rounds differently in the last bits, so the first ratio is 1
+    /// only to about 1e-7 instead of exactly. Default false (exactly on-policy).
+    pub stack_steps: bool,
     /// AdamW, schedule, clipping, EMA. Default lr 3e-4, wd 1e-4, clip 1.0, EMA 0.9 every step.
     pub optim: OptimConfig,
     /// Evaluate every this many iterations (and at the start and the end). Default 10.
@@ -110,9 +117,10 @@ impl Default for FlowGrpoConfig {
             loss: PolicyLossConfig::flow_grpo(),
             kl_std: KlStd::SigmaT,
             mask_zero_advantage: true,
-            updates_per_batch: 1,
+            updates_per_batch: 2,
             inner_epochs: 1,
             micro_batch: 16,
+            stack_steps: false,
             optim: OptimConfig {
                 adamw: AdamWConfig { lr: 3e-4, weight_decay: 1e-4, ..AdamWConfig::default() },
                 max_grad_norm: Some(1.0),

@@ -135,6 +135,38 @@ fn first_update_is_exactly_on_policy() {
 }
 
 #[test]
+fn stacked_steps_give_the_same_update_to_rounding() {
+    let dir = tempfile::tempdir().unwrap();
+    random_base(dir.path());
+    let dev = Device::Cpu;
+    let mut out = Vec::new();
+    for stack_steps in [false, true] {
+        let cfg = FlowGrpoConfig { micro_batch: 4, stack_steps, ..toy_config(dir.path()) };
+        let (policy, varmap) = crate::model::load_dit_trainable(dir.path(), &dev).unwrap();
+        let reference = crate::model::load_dit_frozen(dir.path(), &dev).unwrap();
+        let mut opt = Optimizer::new(cfg.optim, ParamSet::all(&varmap)).unwrap();
+        let schedule = Schedule::new(&cfg.schedule).unwrap();
+        let batch =
+            sample_batch(&policy, &ToyTask::new(), &Brightness, &cfg, &schedule, 0).unwrap();
+        let rows: Vec<usize> = (0..batch.len()).collect();
+        let r = update(&policy, &reference, &batch, &rows, &cfg, &schedule, &mut opt).unwrap();
+        // 3 trained steps: one pass per step, or one pass for all three (× policy, reference).
+        let chunks = batch.len().div_ceil(4);
+        assert_eq!(r.forward_calls, chunks * if stack_steps { 1 } else { 3 } * 2);
+        assert_eq!(r.image_evaluations, batch.len() * 3 * 2);
+        assert!((r.diagnostics.ratio_min - 1.0).abs() < 1e-5, "{stack_steps}");
+        assert!((r.diagnostics.ratio_max - 1.0).abs() < 1e-5, "{stack_steps}");
+        // A second update sees the moved weights: compare the policies through it.
+        let r2 = update(&policy, &reference, &batch, &rows, &cfg, &schedule, &mut opt).unwrap();
+        out.push((r.step.grad_norm, r2.diagnostics.ratio_mean, r2.diagnostics.kl_loss));
+    }
+    let ((g0, m0, k0), (g1, m1, k1)) = (out[0], out[1]);
+    assert!(g0 > 0.0 && (g0 - g1).abs() <= 1e-4 * g0, "grad norm {g0} vs {g1}");
+    assert!((m0 - m1).abs() < 1e-5, "second-update ratio mean {m0} vs {m1}");
+    assert!(k0 > 0.0 && (k0 - k1).abs() <= 1e-3 * k0, "second-update kl {k0} vs {k1}");
+}
+
+#[test]
 fn zero_advantage_samples_never_reach_the_loss() {
     let dir = tempfile::tempdir().unwrap();
     random_base(dir.path());

@@ -214,7 +214,8 @@ pub fn train_flow_grpo<T: ImageTask>(
         let t_update = Instant::now();
         let b = batch.len();
         let per_update = b.div_ceil(cfg.updates_per_batch);
-        let (mut diag, mut report, mut calls) = (Vec::new(), None, 0);
+        let per_call = if cfg.guidance != 1.0 { 2 } else { 1 };
+        let (mut diag, mut report, mut calls, mut images) = (Vec::new(), None, 0, 0);
         for _ in 0..cfg.inner_epochs {
             for u in 0..cfg.updates_per_batch {
                 let rows: Vec<usize> = (u * per_update..((u + 1) * per_update).min(b)).collect();
@@ -225,6 +226,7 @@ pub fn train_flow_grpo<T: ImageTask>(
                     ));
                 }
                 calls += r.forward_calls;
+                images += r.image_evaluations;
                 diag.push(r.diagnostics);
                 report = Some(r.step);
             }
@@ -253,6 +255,8 @@ pub fn train_flow_grpo<T: ImageTask>(
             ("time/update_s", update_s),
             ("evals/rollout_calls", batch.rollout.evaluations as f64),
             ("evals/update_calls", calls as f64),
+            ("evals/rollout_images", (b * cfg.schedule.steps * per_call) as f64),
+            ("evals/update_images", images as f64),
             ("ratio/first_update_max_dev", first_dev),
         ];
         values.extend(d.pairs());

@@ -6,7 +6,7 @@ use drift_core::loss::{
     gaussian_mean_kl, policy_loss, LossDiagnostics, PolicyInputs, Reference, STAT_NAMES,
 };
 use drift_core::train::{Grads, Optimizer, StepReport};
-use drift_samplers::flow::{transition_log_prob, Guidance, Schedule};
+use drift_samplers::flow::{transitions_log_prob, Guidance, Schedule};
 
 use super::config::{FlowGrpoConfig, KlStd};
 use super::rollout::RolloutBatch;
@@ -21,8 +21,12 @@ pub struct UpdateReport {
     /// The loss diagnostics over the update's micro-batches: means weighted by sample count,
     /// `ratio/min` and `ratio/max` the extremes, `actions/count` the total.
     pub diagnostics: LossDiagnostics,
-    /// Model forward calls made (policy and reference, guidance counted twice).
+    /// Model forward calls made (policy and reference, guidance counted twice); each call
+    /// covers every trained step of one micro-batch.
     pub forward_calls: usize,
+    /// Image evaluations: one model pass over one image at one step, i.e. trained samples ×
+    /// trained steps × 2 (policy and reference) × (2 under guidance).
+    pub image_evaluations: usize,
 }
 
 /// The transitions trained: the stochastic ones among the first `⌊N·f⌋`.
@@ -48,28 +52,35 @@ fn micro_batch(
     let idx =
         Tensor::from_vec(rows.iter().map(|&r| r as u32).collect::<Vec<_>>(), rows.len(), dev)?;
     let cond = batch.cond.index_select(&idx, 0)?;
-    let null = policy.null_prompt(rows.len())?;
-    let guide = Guidance { uncond: &null, scale: cfg.guidance };
-    let guidance = (cfg.guidance != 1.0).then_some(&guide);
+    let pick = |i: usize| batch.rollout.latents[i].index_select(&idx, 0);
+    // One pass per step, or every step in one pass (rows stacked step-major).
+    let passes: Vec<&[usize]> =
+        if cfg.stack_steps { vec![steps] } else { steps.chunks(1).collect() };
     let (mut lp_new, mut kl) = (Vec::new(), Vec::new());
-    for &i in steps {
-        let x = batch.rollout.latents[i].index_select(&idx, 0)?;
-        let x_next = batch.rollout.latents[i + 1].index_select(&idx, 0)?;
+    for pass in passes {
+        let cond = Tensor::cat(&vec![&cond; pass.len()], 0)?;
+        let null = policy.null_prompt(cond.dim(0)?)?;
+        let guide = Guidance { uncond: &null, scale: cfg.guidance };
+        let guidance = (cfg.guidance != 1.0).then_some(&guide);
+        let xs = pass.iter().map(|&i| pick(i)).collect::<candle_core::Result<Vec<_>>>()?;
+        let next = pass.iter().map(|&i| pick(i + 1)).collect::<candle_core::Result<Vec<_>>>()?;
         // Only stochastic steps are trained, and inside a window those are the SDE's.
-        let kind = cfg.rollout.step;
-        let reduce = cfg.rollout.log_prob;
-        let t =
-            transition_log_prob(policy, &x, &x_next, i, schedule, kind, &cond, guidance, reduce)?;
-        let r = transition_log_prob(
-            reference, &x, &x_next, i, schedule, kind, &cond, guidance, reduce,
+        let (kind, reduce) = (cfg.rollout.step, cfg.rollout.log_prob);
+        let new = transitions_log_prob(
+            policy, &xs, &next, pass, schedule, kind, &cond, guidance, reduce,
         )?;
-        let std = match cfg.kl_std {
-            KlStd::SigmaT => t.sigma_t,
-            KlStd::Transition => t.std,
-        };
-        let std = Tensor::new(std as f32, dev)?;
-        kl.push(gaussian_mean_kl(&t.mean, &r.mean.detach(), &std)?);
-        lp_new.push(t.log_prob);
+        let old_ref = transitions_log_prob(
+            reference, &xs, &next, pass, schedule, kind, &cond, guidance, reduce,
+        )?;
+        for (t, r) in new.into_iter().zip(old_ref) {
+            let std = match cfg.kl_std {
+                KlStd::SigmaT => t.sigma_t,
+                KlStd::Transition => t.std,
+            };
+            let std = Tensor::new(std as f32, dev)?;
+            kl.push(gaussian_mean_kl(&t.mean, &r.mean.detach(), &std)?);
+            lp_new.push(t.log_prob);
+        }
     }
     let cols =
         Tensor::from_vec(steps.iter().map(|&i| i as u32).collect::<Vec<_>>(), steps.len(), dev)?;
@@ -130,6 +141,7 @@ pub fn update(
             step,
             diagnostics: LossDiagnostics::default(),
             forward_calls: 0,
+            image_evaluations: 0,
         });
     }
     let (mut grads, mut loss, mut stats, mut weights) =
@@ -153,8 +165,10 @@ pub fn update(
     let loss = loss.expect("at least one micro-batch").to_scalar::<f32>()?;
     let diagnostics = combine_stats(&Tensor::stack(&stats, 0)?.to_vec2::<f32>()?, &weights)?;
     let step = opt.step(f64::from(loss), grads.expect("at least one micro-batch"))?;
-    let forward_calls = chunks.len() * steps.len() * 2 * per_call;
-    Ok(UpdateReport { step, diagnostics, forward_calls })
+    let passes = if cfg.stack_steps { 1 } else { steps.len() };
+    let forward_calls = chunks.len() * passes * 2 * per_call;
+    let image_evaluations = rows.len() * steps.len() * 2 * per_call;
+    Ok(UpdateReport { step, diagnostics, forward_calls, image_evaluations })
 }
 
 /// Combines per-micro-batch stats rows (in [`STAT_NAMES`] order): weighted means, except the

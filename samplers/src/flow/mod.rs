@@ -15,5 +15,8 @@ mod sampler;
 #[cfg(test)]
 mod tests;
 mod velocity;
-pub use sampler::{rollout_sde, sample_ode, transition_log_prob, Rollout, RolloutConfig, Window};
+pub use sampler::{
+    rollout_sde, sample_ode, transition_log_prob, transitions_log_prob, Rollout, RolloutConfig,
+    Window,
+};
 pub use velocity::{evaluations_per_call, guided_velocity, Guidance, VelocityField};

@@ -177,3 +177,49 @@ pub fn transition_log_prob<M: VelocityField>(
     let v = guided_velocity(model, x, &sigma_batch(x, pair.0)?, cond, guidance)?;
     kind.step(x, &v, pair, sigma_1, Next::Given(x_next), reduce)
 }
+
+/// [`transition_log_prob`] of several recorded transitions `x_{i_k} → x_{i_k + 1}` of the same
+/// `B` samples in one model evaluation: the latents of the `S` steps are stacked into one
+/// `[S·B, …]` batch with per-row noise levels, so a trainer pays one (larger, faster) forward
+/// and backward instead of `S`. `xs[k]`, `x_nexts[k]` are `[B, …]`; `cond` (and the guidance's
+/// `uncond`) must already hold `S·B` rows, repeated step-major like the latents. Returns one
+/// [`Transition`](super::step::Transition) per step, each over `B` rows; the values equal
+/// `transition_log_prob` of each step on its own.
+#[allow(clippy::too_many_arguments)]
+pub fn transitions_log_prob<M: VelocityField>(
+    model: &M,
+    xs: &[Tensor],
+    x_nexts: &[Tensor],
+    steps: &[usize],
+    schedule: &Schedule,
+    kind: StepKind,
+    cond: &M::Cond,
+    guidance: Option<&Guidance<'_, M::Cond>>,
+    reduce: LogProbReduce,
+) -> Result<Vec<super::step::Transition>> {
+    if xs.len() != steps.len() || x_nexts.len() != steps.len() || steps.is_empty() {
+        return Err(FlowError::Config {
+            field: "steps",
+            value: format!(
+                "{} steps, {} latents, {} next latents",
+                steps.len(),
+                xs.len(),
+                x_nexts.len()
+            ),
+            expected: "one latent and one next latent per step, at least one step",
+        });
+    }
+    let b = xs[0].dim(0)?;
+    let sigma_1 = f64::from(schedule.sigmas()[1.min(schedule.steps())]);
+    let pairs = steps.iter().map(|&i| schedule.pair(i)).collect::<Result<Vec<_>>>()?;
+    let sigmas: Vec<Tensor> =
+        xs.iter().zip(&pairs).map(|(x, p)| sigma_batch(x, p.0)).collect::<Result<_>>()?;
+    let x_all = Tensor::cat(xs, 0)?;
+    let v_all = guided_velocity(model, &x_all, &Tensor::cat(&sigmas, 0)?, cond, guidance)?;
+    let mut out = Vec::with_capacity(steps.len());
+    for (k, pair) in pairs.into_iter().enumerate() {
+        let v = v_all.narrow(0, k * b, b)?;
+        out.push(kind.step(&xs[k], &v, pair, sigma_1, Next::Given(&x_nexts[k]), reduce)?);
+    }
+    Ok(out)
+}

@@ -217,6 +217,50 @@ fn recomputed_log_prob_of_a_recorded_step_matches_the_rollout() {
     }
 }
 
+#[test]
+fn stacked_transitions_equal_each_step_alone() {
+    // The per-row-sigma field: a stacked batch must give every step its own noise level.
+    let model = GaussianData { m: 0.3, s0: 0.8 };
+    let s = schedule(10, 3.0);
+    let cfg = RolloutConfig::default();
+    let r =
+        rollout_sde(&model, &randn(12, (3, 4)), &(), &s, &cfg, None, RngKey::new(5), &[0, 1, 2])
+            .unwrap();
+    let steps = [0usize, 4, 8];
+    let xs: Vec<Tensor> = steps.iter().map(|&i| r.latents[i].clone()).collect();
+    let next: Vec<Tensor> = steps.iter().map(|&i| r.latents[i + 1].clone()).collect();
+    let all =
+        transitions_log_prob(&model, &xs, &next, &steps, &s, cfg.step, &(), None, cfg.log_prob)
+            .unwrap();
+    let lp = r.log_probs.to_vec2::<f32>().unwrap();
+    for (k, &i) in steps.iter().enumerate() {
+        let one =
+            transition_log_prob(&model, &xs[k], &next[k], i, &s, cfg.step, &(), None, cfg.log_prob)
+                .unwrap();
+        let (a, b) =
+            (all[k].log_prob.to_vec1::<f32>().unwrap(), one.log_prob.to_vec1::<f32>().unwrap());
+        assert_eq!(a, b, "step {i}");
+        assert_eq!(all[k].sigma_t, one.sigma_t);
+        for row in 0..3 {
+            assert_eq!(a[row], lp[row][i], "step {i} row {row} against the rollout");
+        }
+        let dm = (&all[k].mean - &one.mean).unwrap().abs().unwrap().max_all().unwrap();
+        assert_eq!(dm.to_scalar::<f32>().unwrap(), 0.0);
+    }
+    let err = transitions_log_prob(
+        &model,
+        &xs[..2],
+        &next,
+        &steps,
+        &s,
+        cfg.step,
+        &(),
+        None,
+        cfg.log_prob,
+    );
+    assert!(err.unwrap_err().to_string().contains("steps"));
+}
+
 struct Affine;
 impl VelocityField for Affine {
     type Cond = f64;
