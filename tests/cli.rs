@@ -20,6 +20,8 @@ fn every_subcommand_has_help() {
         vec!["eval", "--help"],
         vec!["eval", "flow", "--help"],
         vec!["eval", "dllm", "--help"],
+        vec!["train", "--help"],
+        vec!["train", "flow", "--help"],
         vec!["presets", "--help"],
     ] {
         let (code, text) = drift(&args);
@@ -30,6 +32,27 @@ fn every_subcommand_has_help() {
     assert!(text.contains("Example") && text.contains("--set"), "{text}");
     let (_, text) = drift(&["pretrain", "dllm", "--help"]);
     assert!(text.contains("Example") && text.contains("--set"), "{text}");
+    let (_, text) = drift(&["train", "flow", "--help"]);
+    assert!(text.contains("Example") && text.contains("--set"), "{text}");
+}
+
+#[test]
+fn train_flow_names_a_bad_key_a_bad_value_and_a_missing_base() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let out = out.to_str().unwrap();
+    let (code, text) = drift(&["train", "flow", "--out", out, "--set", "group_sise=4"]);
+    assert_ne!(code, 0);
+    assert!(text.contains("group_sise"), "{text}");
+    let (code, text) = drift(&["train", "flow", "--out", out, "--set", "train_fraction=1.5"]);
+    assert_ne!(code, 0);
+    assert!(text.contains("train_fraction"), "{text}");
+    let (code, text) = drift(&["train", "flow", "--out", out, "--set", "base=\"/no/such/base\""]);
+    assert_ne!(code, 0);
+    assert!(text.contains("/no/such/base"), "{text}");
+    let (code, text) = drift(&["train", "flow", "--out", out, "--config", "/no/such/grpo.toml"]);
+    assert_ne!(code, 0);
+    assert!(text.contains("/no/such/grpo.toml"), "{text}");
 }
 
 #[test]

@@ -1,15 +1,16 @@
-//! `drift pretrain flow` and `drift eval flow` on the shipped shapes world.
+//! `drift pretrain flow`, `drift train flow` and `drift eval flow` on the shipped shapes world.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
-use candle_core::{DType, Device, Tensor};
-use drift_core::rng::RngKey;
-use drift_flow::model::{load_dit_frozen, Dit};
+use candle_core::{Device, Tensor};
+use drift_flow::grpo::{
+    evaluate, shapes_reward, train_flow_grpo, EvalSampling, FlowGrpoConfig, ImageTask, RewardTerm,
+    ShapesTask,
+};
+use drift_flow::model::load_dit_frozen;
 use drift_flow::pretrain_run::{pretrain_flow, PretrainFlowConfig};
-use drift_rewards::image::{write_grid, GridOptions, Image};
 use drift_rewards::shapes::{self, Prompt, SplitConfig};
-use drift_samplers::flow::{sample_ode, Guidance, Schedule, ScheduleConfig};
 
 /// `B` training examples of the shapes world's train split, keyed by `(seed, step·B + i)`.
 fn shapes_batch(
@@ -81,60 +82,46 @@ pub fn pretrain(config: Option<&Path>, sets: &[String], out: &Path) -> Result<()
     Ok(())
 }
 
-/// The result of an evaluation.
-pub struct EvalResult {
-    /// Fraction of prompts whose image is strictly correct.
-    pub strict: f64,
-    /// Mean partial score.
-    pub partial: f64,
-    /// Samples scored.
-    pub samples: usize,
-}
-
-/// Samples `prompts` with the ODE at `steps` (CFG `guidance`), scores them, writes a grid.
-pub fn evaluate(
-    model: &Dit,
-    prompts: &[Prompt],
-    steps: usize,
-    guidance: f64,
-    seed: u64,
-    grid: Option<&Path>,
-) -> Result<EvalResult> {
-    let dev = model.device().clone();
-    let schedule = Schedule::new(&ScheduleConfig { steps, ..ScheduleConfig::default() })?;
-    let (mut strict, mut partial, mut images) = (0usize, 0f64, Vec::new());
-    for chunk in prompts.chunks(32) {
-        let b = chunk.len();
-        let ids: Vec<u32> = chunk.iter().flat_map(shapes::tokenize).collect();
-        let ids = Tensor::from_vec(ids, (b, shapes::MAX_TOKENS), &dev)?;
-        let rows: Vec<u64> = (images.len() as u64..(images.len() + b) as u64).collect();
-        let x = RngKey::new(seed).stream("eval_noise").normal_rows(
-            &rows,
-            3 * 32 * 32,
-            DType::F32,
-            &dev,
-        )?;
-        let x = x.reshape((b, 3, 32, 32))?;
-        let null = model.null_prompt(b)?;
-        let g = Guidance { uncond: &null, scale: guidance };
-        let out = sample_ode(model, &x, &ids, &schedule, (guidance != 1.0).then_some(&g))?;
-        let flat = out.flatten_from(1)?.to_vec2::<f32>()?;
-        for (prompt, values) in chunk.iter().zip(flat) {
-            let image = Image::from_chw_f32(32, 32, &values)?;
-            let verdict = shapes::verify(prompt, &image);
-            strict += usize::from(verdict.strict);
-            partial += verdict.score;
-            images.push(image);
-        }
-    }
-    if let Some(path) = grid {
-        let n = images.len().min(24);
-        let captions: Vec<String> = prompts[..n].iter().map(Prompt::to_text).collect();
-        let captions: Vec<&str> = captions.iter().map(String::as_str).collect();
-        write_grid(path, &images[..n], &captions, &GridOptions::default())?;
-    }
-    let n = prompts.len().max(1) as f64;
-    Ok(EvalResult { strict: strict as f64 / n, partial: partial / n, samples: prompts.len() })
+/// `drift train flow`: Flow-GRPO on the shapes world; prints base vs trained held-out
+/// accuracy and where everything was written.
+pub fn train(config: Option<&Path>, sets: &[String], out: &Path) -> Result<()> {
+    let (cfg, text): (FlowGrpoConfig, String) = super::config::load(config, sets)?;
+    cfg.validate()?;
+    let model_cfg = drift_flow::model::load_dit_config(&cfg.base)
+        .with_context(|| format!("base model `base = {}`", cfg.base.display()))?;
+    check_model_fits_world(&PretrainFlowConfig { model: model_cfg, ..Default::default() })?;
+    let task = ShapesTask::new()?;
+    let reward = shapes_reward(&cfg.rewards)?;
+    std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
+    std::fs::write(out.join("config.toml"), &text)?;
+    let r = train_flow_grpo(&cfg, &text, &task, reward.as_ref(), out, &Device::Cpu)?;
+    let pct = |x: Option<f64>| x.map_or("n/a".to_string(), |v| format!("{:.1}%", 100.0 * v));
+    println!(
+        "held-out strict accuracy ({} prompts, ODE {} steps): base {} -> trained {}",
+        r.trained.samples,
+        cfg.eval_steps,
+        pct(r.base.strict),
+        pct(r.trained.strict)
+    );
+    println!(
+        "held-out reward `{}`: base {:.4} -> trained {:.4}",
+        reward.name(),
+        r.base.reward_mean,
+        r.trained.reward_mean
+    );
+    println!(
+        "reward-hacking checks: JPEG compressibility {:.4} -> {:.4}, diversity {:.4} -> {:.4}",
+        r.base.jpeg_compressibility,
+        r.trained.jpeg_compressibility,
+        r.base.diversity.unwrap_or(f64::NAN),
+        r.trained.diversity.unwrap_or(f64::NAN)
+    );
+    println!("wall time: {:.1} s", r.seconds);
+    println!("metrics: {}", r.metrics.display());
+    println!("curves:  {}", r.curves.display());
+    println!("grids:   {} (before), {} (after)", r.grid_before.display(), r.grid_after.display());
+    println!("model:   {}", r.model_dir.display());
+    Ok(())
 }
 
 /// `drift eval flow`: held-out strict accuracy of a saved model.
@@ -146,18 +133,21 @@ pub fn eval(
     out: Option<PathBuf>,
 ) -> Result<()> {
     let model = load_dit_frozen(model_dir, &Device::Cpu)?;
-    let split = shapes::split(&SplitConfig::default())?;
     let grid = out.map(|d| d.join("eval_grid.png"));
     if let Some(g) = grid.as_ref().and_then(|g| g.parent()) {
         std::fs::create_dir_all(g)?;
     }
     let t0 = std::time::Instant::now();
-    let r = evaluate(&model, &split.held_out, steps, guidance, seed, grid.as_deref())?;
+    let task = ShapesTask::new()?;
+    let reward = shapes_reward(&[RewardTerm { name: "geneval".into(), weight: 1.0 }])?;
+    let sampling = EvalSampling { steps, guidance, seed, batch: 32 };
+    let prompts = task.eval_prompts();
+    let r = evaluate(&model, &task, reward.as_ref(), prompts, &sampling, grid.as_deref())?;
     println!(
         "{{\"eval\":\"flow/held_out\",\"samples\":{},\"ode_steps\":{steps},\"cfg\":{guidance},\"strict\":{:.4},\"partial\":{:.4},\"seconds\":{:.1}}}",
         r.samples,
-        r.strict,
-        r.partial,
+        r.strict.unwrap_or(f64::NAN),
+        r.reward_mean,
         t0.elapsed().as_secs_f64()
     );
     if let Some(g) = grid {
