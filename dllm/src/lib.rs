@@ -6,6 +6,8 @@
 //!   [`MaskPredictor`](drift_samplers::MaskPredictor) over either.
 //! - [`tokenizer`]: `tokenizer.json` via the tokenizers crate, and drift's character-level
 //!   tokenizer for the shipped tasks.
+//! - [`estimate`]: the likelihood estimators of dLLM RL (one-step, coupled, ELBO Monte Carlo,
+//!   semi-deterministic quadrature).
 //! - [`pretrain`]: the masked-diffusion pretraining / SFT objective (LLaDA).
 //! - [`pretrain_run`]: a whole SFT pretraining run from scratch (padded batches, checkpoints,
 //!   metrics, a saved Hugging Face-layout model): `drift pretrain dllm`.
@@ -29,6 +31,7 @@
 #![deny(missing_docs)]
 
 pub mod error;
+pub mod estimate;
 pub mod model;
 pub mod pretrain;
 pub mod pretrain_run;
