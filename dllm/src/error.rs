@@ -12,6 +12,10 @@ pub enum DllmError {
     #[error("tensor operation failed: {0}")]
     Candle(#[from] candle_core::Error),
 
+    /// Decoding failed (a bad decode config or prompt).
+    #[error(transparent)]
+    Decode(#[from] drift_samplers::dllm::DecodeError),
+
     /// A drift-core kernel or random draw failed.
     #[error(transparent)]
     Core(#[from] drift_core::CoreError),

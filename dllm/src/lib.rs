@@ -32,6 +32,7 @@
 
 pub mod error;
 pub mod estimate;
+pub mod grpo;
 pub mod model;
 pub mod pretrain;
 pub mod pretrain_run;

@@ -52,6 +52,24 @@ pub struct LossDiagnostics {
 }
 
 impl LossDiagnostics {
+    /// Combines per-micro-batch stats rows (each in [`STAT_NAMES`] order, as
+    /// `PolicyLoss::stats` returns them) into one: means weighted by `weights` (each
+    /// micro-batch's share of the samples), except the ratio extremes (min / max) and the
+    /// action count (sum).
+    pub fn combine(rows: &[Vec<f32>], weights: &[f64]) -> Result<Self> {
+        let mut out = vec![0f32; STAT_NAMES.len()];
+        for (k, name) in STAT_NAMES.iter().enumerate() {
+            let col = rows.iter().map(|r| r[k]);
+            out[k] = match *name {
+                "ratio/min" => col.fold(f32::INFINITY, f32::min),
+                "ratio/max" => col.fold(f32::NEG_INFINITY, f32::max),
+                "actions/count" => col.sum(),
+                _ => col.zip(weights).map(|(v, &w)| v * w as f32).sum(),
+            };
+        }
+        Self::from_stats(&out)
+    }
+
     /// From the stats vector of a [`crate::loss::PolicyLoss`].
     pub fn from_stats(v: &[f32]) -> Result<Self> {
         if v.len() != STAT_NAMES.len() {

@@ -142,6 +142,7 @@ fn coupled_pair_scores_every_completion_token_exactly_once() {
 }
 
 #[test]
+#[allow(clippy::needless_range_loop)] // `row` indexes the rows, their ids and the exact values
 fn expectations_equal_the_exact_log_likelihood_under_a_context_free_model() {
     let model = ContextFree::new();
     let r = rows();

@@ -134,6 +134,20 @@ impl DiffusionLm {
         Ok(view)
     }
 
+    /// A frozen copy with its own storage: a snapshot of the current weights that later
+    /// optimizer updates do not reach (a refreshed RL reference policy).
+    pub fn frozen_copy(&self) -> Result<Self> {
+        let map = self
+            .weights
+            .iter()
+            .map(|(n, t)| Ok((n.clone(), t.detach().copy()?)))
+            .collect::<Result<HashMap<String, Tensor>>>()?;
+        let opts = LoadOptions { dtype: self.dtype, device: self.device.clone(), trainable: false };
+        let mut copy = Self::build(self.config.clone(), Source::Tensors(map), &opts)?;
+        copy.tokenizer = self.tokenizer.clone();
+        Ok(copy)
+    }
+
     /// Raw logits `[B, T, V]` (f32) exactly as the architecture's reference code returns them
     /// (for Dream: unshifted).
     pub fn raw_logits(&self, ids: &Tensor, attention_mask: Option<&Tensor>) -> Result<Tensor> {

@@ -68,8 +68,9 @@ pub struct FlowGrpoConfig {
     /// Default true.
     pub mask_zero_advantage: bool,
     /// Optimizer steps per rollout batch (the batch is split into this many mini-batches).
-    /// Default 2, as Flow-GRPO (the first update is on-policy, the second reuses the rollout
-    /// after one step); 1 makes every update on-policy.
+    /// Default 1: every update is on-policy. Flow-GRPO uses 2; measured here (shapes world,
+    /// seed 0, 30 iterations) the second update is 20–38% clipped at `ε = 1e-4` and held-out
+    /// reward rose less (0.300 → 0.316 with 2, → 0.404 at 20 iterations with 1).
     pub updates_per_batch: usize,
     /// Passes over each rollout batch `μ`. Default 1.
     pub inner_epochs: usize,
@@ -117,7 +118,7 @@ impl Default for FlowGrpoConfig {
             loss: PolicyLossConfig::flow_grpo(),
             kl_std: KlStd::SigmaT,
             mask_zero_advantage: true,
-            updates_per_batch: 2,
+            updates_per_batch: 1,
             inner_epochs: 1,
             micro_batch: 16,
             stack_steps: false,

@@ -2,9 +2,7 @@
 //! frozen reference, accumulated over micro-batches, then one optimizer step.
 
 use candle_core::{DType, Tensor};
-use drift_core::loss::{
-    gaussian_mean_kl, policy_loss, LossDiagnostics, PolicyInputs, Reference, STAT_NAMES,
-};
+use drift_core::loss::{gaussian_mean_kl, policy_loss, LossDiagnostics, PolicyInputs, Reference};
 use drift_core::train::{Grads, Optimizer, StepReport};
 use drift_samplers::flow::{transitions_log_prob, Guidance, Schedule};
 
@@ -163,26 +161,11 @@ pub fn update(
         weights.push(w);
     }
     let loss = loss.expect("at least one micro-batch").to_scalar::<f32>()?;
-    let diagnostics = combine_stats(&Tensor::stack(&stats, 0)?.to_vec2::<f32>()?, &weights)?;
+    let diagnostics =
+        LossDiagnostics::combine(&Tensor::stack(&stats, 0)?.to_vec2::<f32>()?, &weights)?;
     let step = opt.step(f64::from(loss), grads.expect("at least one micro-batch"))?;
     let passes = if cfg.stack_steps { 1 } else { steps.len() };
     let forward_calls = chunks.len() * passes * 2 * per_call;
     let image_evaluations = rows.len() * steps.len() * 2 * per_call;
     Ok(UpdateReport { step, diagnostics, forward_calls, image_evaluations })
-}
-
-/// Combines per-micro-batch stats rows (in [`STAT_NAMES`] order): weighted means, except the
-/// ratio extremes (min / max) and the action count (sum).
-fn combine_stats(rows: &[Vec<f32>], weights: &[f64]) -> Result<LossDiagnostics> {
-    let mut out = vec![0f32; STAT_NAMES.len()];
-    for (k, name) in STAT_NAMES.iter().enumerate() {
-        let col = rows.iter().map(|r| r[k]);
-        out[k] = match *name {
-            "ratio/min" => col.fold(f32::INFINITY, f32::min),
-            "ratio/max" => col.fold(f32::NEG_INFINITY, f32::max),
-            "actions/count" => col.sum(),
-            _ => col.zip(weights).map(|(v, &w)| v * w as f32).sum(),
-        };
-    }
-    Ok(LossDiagnostics::from_stats(&out)?)
 }

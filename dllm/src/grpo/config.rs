@@ -1,0 +1,244 @@
+//! The dLLM RL trainer's configuration and the recipe presets (ALGORITHMS.md §4).
+
+use std::path::PathBuf;
+
+use drift_core::advantage::AdvantageConfig;
+use drift_core::loss::{KlEstimator, KlPenalty, PolicyLossConfig, RatioKind, Surrogate};
+use drift_core::train::{AdamWConfig, OptimConfig};
+use drift_samplers::dllm::{DecodeConfig, PositionRule, ProposalConfig};
+use serde::{Deserialize, Serialize};
+
+use crate::error::{DllmError, Result};
+use crate::estimate::EstimatorConfig;
+
+/// A dLLM RL recipe: an estimator, a ratio and loss, an advantage, `μ` and `G`, with the
+/// reference code's defaults (ALGORITHMS.md §4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Recipe {
+    /// diffu-GRPO (d1, arXiv 2504.12216): one-step estimator, token ratio, clip 0.5, k3 KL
+    /// β 0.04, `r − mean`, μ 12, G 6.
+    DiffuGrpo,
+    /// coupled-GRPO (DiffuCoder, arXiv 2506.20639): coupled estimator, token ratio, clip 0.5,
+    /// k3 KL β 0.01, leave-one-out without std, μ 2, G 10.
+    #[default]
+    CoupledGrpo,
+    /// ESPO (arXiv 2512.03759): ELBO Monte Carlo (2 draws), ratio `exp(ΔELBO/L)`, clip 0.2,
+    /// k2 KL β 1e-3, leave-one-out without std, μ 8, G 6.
+    Espo,
+    /// GDPO (arXiv 2510.08554): Gauss–Legendre quadrature (2 nodes), ratio `exp(ΔELBO/L)`,
+    /// clip 0.5, no KL, `r − mean`, μ 12, G 6.
+    Gdpo,
+    /// StableDRL: ELBO per-token mean (Monte Carlo, 2 draws), self-normalised weights capped
+    /// at 5, no KL, `r − mean`, μ 2, G 8.
+    StableDrl,
+}
+
+/// Every recipe, in the order of ALGORITHMS.md §4.
+pub const RECIPES: &[Recipe] =
+    &[Recipe::DiffuGrpo, Recipe::CoupledGrpo, Recipe::Espo, Recipe::Gdpo, Recipe::StableDrl];
+
+/// What a recipe fixes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RecipeParts {
+    /// The likelihood estimator.
+    pub estimator: EstimatorConfig,
+    /// Ratio, surrogate, KL and aggregation.
+    pub loss: PolicyLossConfig,
+    /// The advantage.
+    pub advantage: AdvantageConfig,
+    /// Inner iterations `μ` per rollout batch.
+    pub inner_iterations: usize,
+    /// Samples per prompt `G`.
+    pub group_size: usize,
+}
+
+impl Recipe {
+    /// The recipe's parts for completions of `gen_length` tokens (the fixed-length ratio's `L`).
+    pub fn parts(self, gen_length: usize) -> RecipeParts {
+        let token = |eps: f64, kl: Option<KlPenalty>| PolicyLossConfig {
+            ratio: RatioKind::Token,
+            surrogate: Surrogate::PpoClip { eps_low: eps, eps_high: eps },
+            kl,
+            ..PolicyLossConfig::grpo()
+        };
+        match self {
+            Self::DiffuGrpo => RecipeParts {
+                estimator: EstimatorConfig::one_step(),
+                loss: token(0.5, Some(KlPenalty { estimator: KlEstimator::K3, beta: 0.04 })),
+                advantage: AdvantageConfig::mean_centred(),
+                inner_iterations: 12,
+                group_size: 6,
+            },
+            Self::CoupledGrpo => RecipeParts {
+                estimator: EstimatorConfig::coupled(),
+                loss: token(0.5, Some(KlPenalty { estimator: KlEstimator::K3, beta: 0.01 })),
+                advantage: AdvantageConfig::leave_one_out(),
+                inner_iterations: 2,
+                group_size: 10,
+            },
+            Self::Espo => RecipeParts {
+                estimator: EstimatorConfig::elbo_mc(),
+                loss: PolicyLossConfig::espo(gen_length),
+                advantage: AdvantageConfig::leave_one_out(),
+                inner_iterations: 8,
+                group_size: 6,
+            },
+            Self::Gdpo => RecipeParts {
+                estimator: EstimatorConfig::quadrature(),
+                loss: PolicyLossConfig::gdpo(gen_length),
+                advantage: AdvantageConfig::mean_centred(),
+                inner_iterations: 12,
+                group_size: 6,
+            },
+            Self::StableDrl => RecipeParts {
+                estimator: EstimatorConfig::elbo_mc(),
+                loss: PolicyLossConfig::stable_drl(),
+                advantage: AdvantageConfig::mean_centred(),
+                inner_iterations: 2,
+                group_size: 8,
+            },
+        }
+    }
+}
+
+/// The dLLM RL trainer's configuration. Fields left unset (`None`) take the recipe's value;
+/// [`DllmGrpoConfig::resolved`] fills them in.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DllmGrpoConfig {
+    /// The base model folder (Hugging Face layout). Default the shipped
+    /// `examples/checkpoints/dllm-code-v0`.
+    pub base: PathBuf,
+    /// The recipe. Default coupled-GRPO.
+    pub recipe: Recipe,
+    /// RL iterations (rollout batches). Default 30.
+    pub steps: u64,
+    /// Prompts per rollout batch `P`. Default 4.
+    pub prompts_per_step: usize,
+    /// Samples per prompt `G`. Default: the recipe's.
+    pub group_size: Option<usize>,
+    /// Inner iterations `μ` per rollout batch (one optimizer step each). Default: the recipe's.
+    pub inner_iterations: Option<usize>,
+    /// The likelihood estimator. Default: the recipe's.
+    pub estimator: Option<EstimatorConfig>,
+    /// The policy loss. Default: the recipe's.
+    pub loss: Option<PolicyLossConfig>,
+    /// The advantage. Default: the recipe's.
+    pub advantage: Option<AdvantageConfig>,
+    /// Rollout decoding. Default: gen_length 106 (the code corpus's completion region), one
+    /// block, 53 steps (2 tokens per step), temperature 1 with low-confidence remasking, EOS
+    /// as stop token.
+    pub decode: DecodeConfig,
+    /// Evaluation decoding: greedy, otherwise as `decode`.
+    pub eval_steps: usize,
+    /// Sequences per estimator / update forward chunk. Default 16.
+    pub micro_batch: usize,
+    /// Refresh the frozen reference to the current policy every this many iterations
+    /// (0 = never). Default 0.
+    pub ref_refresh_every: u64,
+    /// AdamW, schedule, clipping. Default lr 1e-4, wd 0, clip 1.0 (lr higher than the 7B
+    /// references' 1e-6…5e-6, for a 3 M-parameter model).
+    pub optim: OptimConfig,
+    /// Evaluate every this many iterations (and at the start and end). Default 10.
+    pub eval_every: u64,
+    /// Held-out items in each evaluation. Default 64.
+    pub eval_items: usize,
+    /// The run's seed. Default 0.
+    pub seed: u64,
+    /// Checkpoint every this many iterations. Default 10.
+    pub checkpoint_every: u64,
+    /// Checkpoints kept. Default 2.
+    pub keep_last: usize,
+}
+
+impl Default for DllmGrpoConfig {
+    fn default() -> Self {
+        Self {
+            base: PathBuf::from("examples/checkpoints/dllm-code-v0"),
+            recipe: Recipe::default(),
+            steps: 30,
+            prompts_per_step: 4,
+            group_size: None,
+            inner_iterations: None,
+            estimator: None,
+            loss: None,
+            advantage: None,
+            decode: DecodeConfig {
+                gen_length: 106,
+                block_length: 106,
+                steps: 53,
+                proposal: ProposalConfig { temperature: 1.0, ..ProposalConfig::default() },
+                position: PositionRule::LowConfidence,
+                stop_tokens: vec![crate::tokenizer::EOS_ID],
+                ..DecodeConfig::default()
+            },
+            eval_steps: 53,
+            micro_batch: 16,
+            ref_refresh_every: 0,
+            optim: OptimConfig {
+                adamw: AdamWConfig { lr: 1e-4, weight_decay: 0.0, ..AdamWConfig::default() },
+                max_grad_norm: Some(1.0),
+                ..OptimConfig::default()
+            },
+            eval_every: 10,
+            eval_items: 64,
+            seed: 0,
+            checkpoint_every: 10,
+            keep_last: 2,
+        }
+    }
+}
+
+/// A [`DllmGrpoConfig`] with the recipe's values filled in.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResolvedConfig {
+    /// The configuration as given.
+    pub given: DllmGrpoConfig,
+    /// The estimator, loss, advantage, `μ` and `G` in force.
+    pub parts: RecipeParts,
+}
+
+impl DllmGrpoConfig {
+    /// Fills the unset fields from the recipe and checks every value, naming the field at fault.
+    pub fn resolved(&self) -> Result<ResolvedConfig> {
+        let r = self.recipe.parts(self.decode.gen_length);
+        let parts = RecipeParts {
+            estimator: self.estimator.unwrap_or(r.estimator),
+            loss: self.loss.unwrap_or(r.loss),
+            advantage: self.advantage.unwrap_or(r.advantage),
+            inner_iterations: self.inner_iterations.unwrap_or(r.inner_iterations),
+            group_size: self.group_size.unwrap_or(r.group_size),
+        };
+        let bad = |key: &'static str, value: String, expected: &str| {
+            Err(DllmError::Config { key, value, expected: expected.into() })
+        };
+        if self.prompts_per_step == 0 {
+            return bad("prompts_per_step", "0".into(), "at least 1");
+        }
+        if parts.group_size < 2 {
+            return bad(
+                "group_size",
+                parts.group_size.to_string(),
+                "at least 2 (a group needs a baseline)",
+            );
+        }
+        if parts.inner_iterations == 0 {
+            return bad("inner_iterations", "0".into(), "at least 1");
+        }
+        if self.micro_batch == 0 {
+            return bad("micro_batch", "0".into(), "at least 1");
+        }
+        if self.eval_steps == 0 || self.decode.gen_length % self.decode.block_length.max(1) != 0 {
+            return bad(
+                "eval_steps",
+                self.eval_steps.to_string(),
+                "at least 1, dividing into the blocks",
+            );
+        }
+        parts.estimator.validate()?;
+        parts.advantage.validate()?;
+        parts.loss.validate()?;
+        Ok(ResolvedConfig { given: self.clone(), parts })
+    }
+}

@@ -1,0 +1,216 @@
+//! Trainer tests on a toy task and a tiny random model: the on-policy check for every
+//! recipe and micro-batching, bit-identical resume, a toy reward that rises, bad configs.
+
+use std::path::Path;
+
+use candle_core::Device;
+use drift_core::rng::RngKey;
+use drift_core::train::{AdamWConfig, OptimConfig, Optimizer, ParamSet};
+use drift_samplers::dllm::{DecodeConfig, PositionRule, ProposalConfig};
+
+use super::*;
+use crate::model::{DiffusionLm, LoadOptions, TinySize};
+use crate::tokenizer::{CharTokenizer, Tokenizer, BOS_ID, EOS_ID};
+
+/// Prompts `"q<k>:"`; the reward is the fraction of completion characters equal to `'a'`;
+/// "passed" when at least half are.
+struct Toy {
+    tok: CharTokenizer,
+}
+
+impl TextTask for Toy {
+    type Item = u64;
+    fn train_item(&self, seed: u64, index: u64) -> u64 {
+        seed * 1000 + index
+    }
+    fn eval_items(&self, n: usize) -> Vec<u64> {
+        (0..n as u64).map(|k| 10_000 + k).collect()
+    }
+    fn prompt_ids(&self, item: &u64) -> crate::Result<Vec<u32>> {
+        let mut ids = vec![BOS_ID];
+        ids.extend(self.tok.encode(&format!("q{}:", item % 7))?);
+        Ok(ids)
+    }
+    fn completion_text(&self, ids: &[u32]) -> crate::Result<String> {
+        let end = ids.iter().position(|&t| t == EOS_ID).unwrap_or(ids.len());
+        self.tok.decode(&ids[..end], true)
+    }
+    fn score(&self, _: &[u64], completions: &[String]) -> Vec<TaskScore> {
+        completions
+            .iter()
+            .map(|c| {
+                let a = c.chars().filter(|&ch| ch == 'a').count() as f64 / 8.0;
+                TaskScore { reward: a, passed: a >= 0.5, failure: None }
+            })
+            .collect()
+    }
+}
+
+fn toy() -> Toy {
+    Toy { tok: CharTokenizer::ascii() }
+}
+
+fn random_base(dir: &Path) {
+    let tok = CharTokenizer::ascii();
+    DiffusionLm::init(
+        TinySize::Nano.spec().llada(tok.vocab_spec()),
+        RngKey::new(1),
+        &LoadOptions::frozen(),
+    )
+    .unwrap()
+    .with_tokenizer(Tokenizer::Char(tok))
+    .save_pretrained(dir)
+    .unwrap();
+}
+
+fn toy_config(base: &Path, recipe: Recipe) -> DllmGrpoConfig {
+    DllmGrpoConfig {
+        base: base.to_path_buf(),
+        recipe,
+        steps: 2,
+        prompts_per_step: 2,
+        group_size: Some(4),
+        inner_iterations: Some(1),
+        decode: DecodeConfig {
+            gen_length: 8,
+            block_length: 8,
+            steps: 4,
+            proposal: ProposalConfig { temperature: 1.0, ..ProposalConfig::default() },
+            position: PositionRule::LowConfidence,
+            stop_tokens: vec![],
+            ..DecodeConfig::default()
+        },
+        eval_steps: 4,
+        micro_batch: 3,
+        optim: OptimConfig {
+            adamw: AdamWConfig { lr: 3e-3, weight_decay: 0.0, ..AdamWConfig::default() },
+            max_grad_norm: Some(1.0),
+            ..OptimConfig::default()
+        },
+        eval_every: 0,
+        eval_items: 4,
+        checkpoint_every: 1,
+        ..DllmGrpoConfig::default()
+    }
+}
+
+#[test]
+fn first_ratio_is_exactly_one_for_every_recipe_and_micro_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    random_base(dir.path());
+    for &recipe in RECIPES {
+        for micro_batch in [3, 8] {
+            let cfg = DllmGrpoConfig { micro_batch, ..toy_config(dir.path(), recipe) };
+            let rc = cfg.resolved().unwrap();
+            let policy = DiffusionLm::from_dir(dir.path(), &LoadOptions::trainable()).unwrap();
+            let reference = policy.frozen_copy().unwrap();
+            let mut opt =
+                Optimizer::new(cfg.optim, ParamSet::all(policy.varmap().unwrap())).unwrap();
+            let batch = sample_batch(&policy.detached().unwrap(), &toy(), &rc, 0).unwrap();
+            assert_eq!(batch.len(), 8);
+            let (old, rows) = batch_log_probs(&policy, &batch, &rc, 0, 0).unwrap();
+            assert_eq!(rows, 8 * rc.parts.estimator.passes_per_row());
+            let reference =
+                rc.parts.loss.kl.map(|_| batch_log_probs(&reference, &batch, &rc, 0, 0).unwrap().0);
+            let r = update(&policy, &batch, &old, reference.as_ref(), &rc, 0, 0, &mut opt).unwrap();
+            let d = r.diagnostics;
+            assert_eq!(
+                (d.ratio_min, d.ratio_max),
+                (1.0, 1.0),
+                "{recipe:?} micro-batch {micro_batch}"
+            );
+            assert!(r.step.applied, "{recipe:?}");
+            if rc.parts.loss.kl.is_some() {
+                assert!(d.kl_loss.abs() < 1e-9, "{recipe:?}: policy = reference before the step");
+            }
+            // The step moved the policy: the same masks now give another ratio.
+            let r2 =
+                update(&policy, &batch, &old, reference.as_ref(), &rc, 0, 0, &mut opt).unwrap();
+            assert!(r2.diagnostics.ratio_max > 1.0 || r2.diagnostics.ratio_min < 1.0, "{recipe:?}");
+        }
+    }
+}
+
+#[test]
+fn a_resumed_run_equals_an_uninterrupted_one() {
+    let dir = tempfile::tempdir().unwrap();
+    random_base(&dir.path().join("base"));
+    let dev = Device::Cpu;
+    let cfg =
+        DllmGrpoConfig { steps: 3, ..toy_config(&dir.path().join("base"), Recipe::CoupledGrpo) };
+    let whole = dir.path().join("whole");
+    train_dllm_grpo(&cfg, "", &toy(), &whole, &dev).unwrap();
+    let split = dir.path().join("split");
+    train_dllm_grpo(&DllmGrpoConfig { steps: 2, ..cfg.clone() }, "", &toy(), &split, &dev).unwrap();
+    let report = train_dllm_grpo(&cfg, "", &toy(), &split, &dev).unwrap();
+    let strip = |p: &Path| -> Vec<serde_json::Value> {
+        std::fs::read_to_string(p.join("metrics.jsonl"))
+            .unwrap()
+            .lines()
+            .map(|l| {
+                let mut v: serde_json::Value = serde_json::from_str(l).unwrap();
+                let o = v.as_object_mut().unwrap();
+                o.retain(|k, _| !k.starts_with("time") && k != "time_s");
+                v
+            })
+            .collect()
+    };
+    assert_eq!(strip(&whole), strip(&split));
+    assert!(report.model_dir.join("config.json").exists());
+    assert!(report.curves.exists());
+}
+
+#[test]
+fn toy_reward_rises_under_coupled_grpo() {
+    let dir = tempfile::tempdir().unwrap();
+    random_base(&dir.path().join("base"));
+    let cfg = DllmGrpoConfig {
+        steps: 25,
+        prompts_per_step: 2,
+        group_size: Some(8),
+        inner_iterations: Some(2),
+        micro_batch: 16,
+        checkpoint_every: 100,
+        ..toy_config(&dir.path().join("base"), Recipe::CoupledGrpo)
+    };
+    let run = dir.path().join("run");
+    train_dllm_grpo(&cfg, "", &toy(), &run, &Device::Cpu).unwrap();
+    let rewards: Vec<f64> = std::fs::read_to_string(run.join("metrics.jsonl"))
+        .unwrap()
+        .lines()
+        .filter_map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["reward/mean"].as_f64()
+        })
+        .collect();
+    let first: f64 = rewards[..5].iter().sum::<f64>() / 5.0;
+    let last: f64 = rewards[rewards.len() - 5..].iter().sum::<f64>() / 5.0;
+    assert!(last > first + 0.1, "reward {first} -> {last}: {rewards:?}");
+}
+
+#[test]
+fn bad_configs_are_named() {
+    let base = DllmGrpoConfig::default();
+    for (cfg, field) in [
+        (DllmGrpoConfig { prompts_per_step: 0, ..base.clone() }, "prompts_per_step"),
+        (DllmGrpoConfig { group_size: Some(1), ..base.clone() }, "group_size"),
+        (DllmGrpoConfig { inner_iterations: Some(0), ..base.clone() }, "inner_iterations"),
+        (DllmGrpoConfig { micro_batch: 0, ..base.clone() }, "micro_batch"),
+        (
+            DllmGrpoConfig {
+                estimator: Some(crate::estimate::EstimatorConfig::ElboMc { draws: 0 }),
+                ..base.clone()
+            },
+            "draws",
+        ),
+    ] {
+        let err = cfg.resolved().unwrap_err().to_string();
+        assert!(err.contains(field), "{field}: {err}");
+    }
+    // Presets as ALGORITHMS.md §4 tabulates them.
+    let p = Recipe::CoupledGrpo.parts(106);
+    assert_eq!((p.inner_iterations, p.group_size), (2, 10));
+    let p = Recipe::DiffuGrpo.parts(106);
+    assert_eq!((p.inner_iterations, p.group_size), (12, 6));
+    let p = Recipe::Espo.parts(106);
+    assert_eq!(p.estimator.passes_per_row(), 4);
+}

@@ -1,0 +1,229 @@
+//! The dLLM RL loop: rollout → reward → advantages → old/reference log-probs → `μ` updates,
+//! with evaluation, metrics, curves, checkpoints and resume.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use candle_core::Device;
+use drift_core::metrics::{plot_metrics, MetricsWriter, Progress};
+use drift_core::train::{CheckpointMeta, Checkpointer, Optimizer, ParamSet};
+use serde::{Deserialize, Serialize};
+
+use super::config::{DllmGrpoConfig, ResolvedConfig};
+use super::eval::{evaluate, EvalReport};
+use super::rollout::sample_batch;
+use super::task::TextTask;
+use super::update::{batch_log_probs, update};
+use crate::error::{DllmError, Result};
+use crate::model::{DiffusionLm, LoadOptions};
+
+/// What a run produced.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DllmGrpoReport {
+    /// The base model's held-out evaluation.
+    pub base: EvalReport,
+    /// The trained model's.
+    pub trained: EvalReport,
+    /// `metrics.jsonl`.
+    pub metrics: PathBuf,
+    /// `curves.png`.
+    pub curves: PathBuf,
+    /// The trained model (Hugging Face layout).
+    pub model_dir: PathBuf,
+    /// Wall time of this invocation.
+    pub seconds: f64,
+}
+
+/// The curves plotted at the end.
+pub const CURVE_KEYS: &[&str] =
+    &["reward/mean", "train/pass_rate", "eval/pass_rate", "loss/kl", "clip/frac", "grad/norm"];
+
+fn io_err(path: &Path, e: impl ToString) -> DllmError {
+    DllmError::Io { path: path.to_path_buf(), source: std::io::Error::other(e.to_string()) }
+}
+
+struct Models {
+    policy: DiffusionLm,
+    view: DiffusionLm,
+    reference: DiffusionLm,
+    opt: Optimizer,
+}
+
+fn load_models(cfg: &DllmGrpoConfig, device: &Device) -> Result<Models> {
+    let trainable = LoadOptions { device: device.clone(), ..LoadOptions::trainable() };
+    let policy = DiffusionLm::from_dir(&cfg.base, &trainable)?;
+    let view = policy.detached()?;
+    let reference = policy.frozen_copy()?;
+    let varmap = policy.varmap().ok_or(DllmError::Config {
+        key: "base",
+        value: cfg.base.display().to_string(),
+        expected: "trainable weights".into(),
+    })?;
+    let opt = Optimizer::new(cfg.optim, ParamSet::all(varmap))?;
+    Ok(Models { policy, view, reference, opt })
+}
+
+fn run_eval<T: TextTask>(m: &Models, task: &T, cfg: &DllmGrpoConfig) -> Result<EvalReport> {
+    let items = task.eval_items(cfg.eval_items);
+    Ok(evaluate(&m.view, task, &items, &cfg.decode, cfg.eval_steps, 32)?.0)
+}
+
+fn log_eval(log: &mut MetricsWriter, step: u64, r: &EvalReport) -> Result<()> {
+    Ok(log.log(step, &[("eval/pass_rate", r.pass_rate), ("eval/reward_mean", r.reward_mean)])?)
+}
+
+/// Runs the recipe of `cfg` on `task` into `run_dir` (resuming from its newest valid
+/// checkpoint), evaluating the base first and the trained policy last.
+pub fn train_dllm_grpo<T: TextTask>(
+    cfg: &DllmGrpoConfig,
+    config_text: &str,
+    task: &T,
+    run_dir: &Path,
+    device: &Device,
+) -> Result<DllmGrpoReport> {
+    let rc = cfg.resolved()?;
+    let start = Instant::now();
+    std::fs::create_dir_all(run_dir).map_err(|e| io_err(run_dir, e))?;
+    let mut m = load_models(cfg, device)?;
+    let ckpt = Checkpointer::new(run_dir.join("checkpoints"), cfg.keep_last)?;
+    let (latest, rejected) = ckpt.latest_valid()?;
+    for (dir, err) in &rejected {
+        eprintln!("warning: skipping checkpoint {}: {err}", dir.display());
+    }
+    let metrics_path = run_dir.join("metrics.jsonl");
+    let (first, mut log, base) = match latest {
+        Some(dir) => {
+            let meta = Checkpointer::load(&dir, &mut m.opt)?;
+            eprintln!("resuming from {} (iteration {})", dir.display(), meta.step);
+            if cfg.ref_refresh_every > 0 {
+                // The reference of a refreshing run is the policy at the last refresh; a
+                // checkpoint falls on a refresh only when the periods agree.
+                m.reference = m.policy.frozen_copy()?;
+            }
+            let base: EvalReport = serde_json::from_value(meta.extra.clone())
+                .map_err(|e| io_err(&dir, format!("no base evaluation in the checkpoint: {e}")))?;
+            (meta.step, MetricsWriter::open(&metrics_path, Some(meta.metrics_cursor))?, base)
+        }
+        None => {
+            let mut log = MetricsWriter::create(&metrics_path)?;
+            let base = run_eval(&m, task, cfg)?;
+            log_eval(&mut log, 0, &base)?;
+            (0, log, base)
+        }
+    };
+    let progress = Progress::new(cfg.steps, &format!("{:?}", cfg.recipe).to_lowercase());
+    let mut last_eval = base;
+    for step in first..cfg.steps {
+        iteration(&mut m, task, &rc, step, &mut log, &progress, last_eval.pass_rate)?;
+        let done = step + 1 == cfg.steps;
+        if !done && cfg.eval_every > 0 && (step + 1) % cfg.eval_every == 0 {
+            last_eval = run_eval(&m, task, cfg)?;
+            log_eval(&mut log, step + 1, &last_eval)?;
+        }
+        if cfg.ref_refresh_every > 0 && (step + 1) % cfg.ref_refresh_every == 0 {
+            m.reference = m.policy.frozen_copy()?;
+        }
+        if (step + 1) % cfg.checkpoint_every.max(1) == 0 || done {
+            let meta = CheckpointMeta {
+                step: step + 1,
+                seed: cfg.seed,
+                config: config_text.to_string(),
+                metrics_cursor: log.cursor(),
+                extra: serde_json::to_value(base).map_err(|e| io_err(run_dir, e))?,
+                optimizer_step: 0,
+                skipped_steps: 0,
+            };
+            ckpt.save(&m.opt, &meta)?;
+        }
+    }
+    progress.finish();
+    let trained = run_eval(&m, task, cfg)?;
+    log_eval(&mut log, cfg.steps, &trained)?;
+    let curves = run_dir.join("curves.png");
+    plot_metrics(&metrics_path, CURVE_KEYS, &curves)?;
+    let model_dir = run_dir.join("model");
+    m.policy.save_pretrained(&model_dir)?;
+    let report = DllmGrpoReport {
+        base,
+        trained,
+        metrics: metrics_path,
+        curves,
+        model_dir,
+        seconds: start.elapsed().as_secs_f64(),
+    };
+    let summary = serde_json::to_string_pretty(&report).map_err(|e| io_err(run_dir, e))?;
+    std::fs::write(run_dir.join("summary.json"), summary).map_err(|e| io_err(run_dir, e))?;
+    Ok(report)
+}
+
+/// One RL iteration, logged.
+fn iteration<T: TextTask>(
+    m: &mut Models,
+    task: &T,
+    rc: &ResolvedConfig,
+    step: u64,
+    log: &mut MetricsWriter,
+    progress: &Progress,
+    eval_pass: f64,
+) -> Result<()> {
+    let batch = sample_batch(&m.view, task, rc, step)?;
+    let t_lp = Instant::now();
+    let mu = rc.parts.inner_iterations;
+    let mut estimator_rows = 0;
+    let mut olds = Vec::with_capacity(mu);
+    let mut refs = Vec::with_capacity(mu);
+    for it in 0..mu {
+        // The tracked policy: the same kernels as the update, so the first ratio is exactly 1.
+        let (old, rows) = batch_log_probs(&m.policy, &batch, rc, step, it)?;
+        olds.push(old);
+        estimator_rows += rows;
+        if rc.parts.loss.kl.is_some() {
+            let (r, rows) = batch_log_probs(&m.reference, &batch, rc, step, it)?;
+            refs.push(r);
+            estimator_rows += rows;
+        }
+    }
+    let logprob_s = t_lp.elapsed().as_secs_f64();
+    let t_up = Instant::now();
+    let mut reports = Vec::with_capacity(mu);
+    for (it, old) in olds.iter().enumerate() {
+        let r = update(&m.policy, &batch, old, refs.get(it), rc, step, it, &mut m.opt)?;
+        if let Some(reason) = r.step.skipped {
+            progress.println(&format!("iteration {step}.{it}: update skipped ({reason:?})"));
+        }
+        estimator_rows += r.forward_rows;
+        reports.push(r);
+    }
+    let update_s = t_up.elapsed().as_secs_f64();
+    let b = batch.len() as f64;
+    let rewards: Vec<f64> = batch.scores.iter().map(|s| s.reward).collect();
+    let mean = rewards.iter().sum::<f64>() / b;
+    let std = (rewards.iter().map(|r| (r - mean).powi(2)).sum::<f64>() / b).sqrt();
+    let pass = batch.scores.iter().filter(|s| s.passed).count() as f64 / b;
+    let failures = batch.scores.iter().filter(|s| s.failure.is_some()).count() as f64;
+    let len = batch.completion.iter().map(|r| r.iter().filter(|&&c| c).count()).sum::<usize>();
+    let first = &reports[0].diagnostics;
+    let first_dev = (first.ratio_min - 1.0).abs().max((first.ratio_max - 1.0).abs());
+    let last = reports.last().expect("μ ≥ 1");
+    let mut values: Vec<(&str, f64)> = vec![
+        ("reward/mean", mean),
+        ("reward/std", std),
+        ("reward/failures", failures),
+        ("train/pass_rate", pass),
+        ("completion/len", len as f64 / b),
+        ("groups/degenerate_frac", batch.degenerate_frac),
+        ("grad/norm", last.step.grad_norm),
+        ("lr", last.step.lr),
+        ("time/decode_s", batch.decode_seconds),
+        ("time/reward_s", batch.reward_seconds),
+        ("time/logprob_s", logprob_s),
+        ("time/update_s", update_s),
+        ("evals/decode_steps", batch.trajectory.evaluations as f64),
+        ("evals/estimator_rows", estimator_rows as f64),
+        ("ratio/first_update_max_dev", first_dev),
+    ];
+    values.extend(last.diagnostics.pairs());
+    log.log(step + 1, &values)?;
+    progress.update(step + 1, &[("reward", mean), ("pass", pass), ("eval_pass", eval_pass)]);
+    Ok(())
+}

@@ -1,0 +1,108 @@
+//! Old and reference log-probabilities of a rollout batch, and the `μ` inner iterations of
+//! micro-batched updates through the core's policy loss.
+
+use candle_core::{DType, Tensor};
+use drift_core::loss::{policy_loss, LossDiagnostics, PolicyInputs, Reference};
+use drift_core::rng::RngKey;
+use drift_core::train::{Grads, Optimizer, StepReport};
+
+use super::config::ResolvedConfig;
+use super::rollout::RolloutBatch;
+use crate::error::Result;
+use crate::estimate::estimate;
+use crate::model::DiffusionLm;
+
+/// The estimator's key at iteration `step`, inner iteration `it`: old, reference and current
+/// passes of a row use the same masks.
+pub fn estimate_key(seed: u64, step: u64, it: usize) -> RngKey {
+    RngKey::new(seed).stream("dllm_grpo/estimate").step(step).iteration(it as u64)
+}
+
+/// Per-token estimates `[B, T]` of the whole batch under `model` at inner iteration `it`,
+/// detached, in chunks of `micro_batch` rows (the same chunks as the update, so a tracked
+/// policy gives bit-identical old log-probs).
+pub fn batch_log_probs<I>(
+    model: &DiffusionLm,
+    batch: &RolloutBatch<I>,
+    cfg: &ResolvedConfig,
+    step: u64,
+    it: usize,
+) -> Result<(Tensor, usize)> {
+    let key = estimate_key(cfg.given.seed, step, it);
+    let (mut parts, mut rows) = (Vec::new(), 0);
+    for start in (0..batch.len()).step_by(cfg.given.micro_batch) {
+        let n = cfg.given.micro_batch.min(batch.len() - start);
+        let ids = batch.ids(start, n)?;
+        let est =
+            estimate(model, &cfg.parts.estimator, &batch.input(&ids, start, n), key, usize::MAX)?;
+        parts.push(est.per_token.detach());
+        rows += est.forward_rows;
+    }
+    Ok((Tensor::cat(&parts, 0)?, rows))
+}
+
+/// What one inner iteration did.
+#[derive(Debug, Clone)]
+pub struct UpdateReport {
+    /// The optimizer's report.
+    pub step: StepReport,
+    /// The loss diagnostics over the micro-batches.
+    pub diagnostics: LossDiagnostics,
+    /// Rows the model evaluated.
+    pub forward_rows: usize,
+}
+
+/// One inner iteration `it`: micro-batches of `cfg.micro_batch` rows, each weighted by its
+/// share of the batch, gradients accumulated, then one optimizer step. `old` and `reference`
+/// are this iteration's `[B, T]` log-probs.
+#[allow(clippy::too_many_arguments)] // the parts of one inner iteration
+pub fn update<I>(
+    policy: &DiffusionLm,
+    batch: &RolloutBatch<I>,
+    old: &Tensor,
+    reference: Option<&Tensor>,
+    cfg: &ResolvedConfig,
+    step: u64,
+    it: usize,
+    opt: &mut Optimizer,
+) -> Result<UpdateReport> {
+    let key = estimate_key(cfg.given.seed, step, it);
+    let b = batch.len();
+    let mask = batch.trajectory.completion_mask.to_dtype(DType::F32)?;
+    let (mut grads, mut loss, mut stats, mut weights, mut rows) =
+        (None::<Grads>, None::<Tensor>, Vec::new(), Vec::new(), 0);
+    for start in (0..b).step_by(cfg.given.micro_batch) {
+        let n = cfg.given.micro_batch.min(b - start);
+        let w = n as f64 / b as f64;
+        let ids = batch.ids(start, n)?;
+        let est =
+            estimate(policy, &cfg.parts.estimator, &batch.input(&ids, start, n), key, usize::MAX)?;
+        rows += est.forward_rows;
+        let reference = reference.map(|r| r.narrow(0, start, n)).transpose()?;
+        let inputs = PolicyInputs {
+            lp_new: &est.per_token,
+            lp_old: &old.narrow(0, start, n)?,
+            mask: &mask.narrow(0, start, n)?,
+            advantages: &batch.advantages.narrow(0, start, n)?,
+            reference: reference.as_ref().map(Reference::LogProbs),
+        };
+        let out = policy_loss(&cfg.parts.loss, &inputs)?;
+        let g = Grads::from_store(&(&out.loss * w)?.backward()?, opt.params(), 1.0)?;
+        match grads.as_mut() {
+            Some(acc) => acc.accumulate(g)?,
+            None => grads = Some(g),
+        }
+        let l = (out.loss.detach() * w)?;
+        loss = Some(match loss {
+            Some(acc) => (acc + l)?,
+            None => l,
+        });
+        stats.push(out.stats);
+        weights.push(w);
+    }
+    let loss = loss.expect("a non-empty batch").to_scalar::<f32>()?;
+    let diagnostics =
+        LossDiagnostics::combine(&Tensor::stack(&stats, 0)?.to_vec2::<f32>()?, &weights)?;
+    let step = opt.step(f64::from(loss), grads.expect("a non-empty batch"))?;
+    Ok(UpdateReport { step, diagnostics, forward_rows: rows })
+}
