@@ -23,7 +23,7 @@ enum Command {
     /// Pretrain a model on a shipped world.
     #[command(subcommand)]
     Pretrain(PretrainCmd),
-    /// RL fine-tuning of a pretrained model (Flow-GRPO).
+    /// RL fine-tuning of a pretrained model (Flow-GRPO, dLLM recipes).
     #[command(subcommand)]
     Train(TrainCmd),
     /// Evaluate a saved model on a shipped world's held-out split.
@@ -54,6 +54,25 @@ enum TrainCmd {
         sets: Vec<String>,
         /// Run directory (metrics.jsonl, prompts.jsonl, curves.png, eval/, checkpoints/, model/).
         #[arg(long, default_value = "runs/flow-grpo")]
+        out: PathBuf,
+    },
+    /// dLLM RL on the code world from the shipped base dLLM: coupled-GRPO by default, or
+    /// diffu_grpo, espo, gdpo, stable_drl (`--set recipe=espo`).
+    ///
+    /// Prints base vs trained held-out pass rate and the paths of the metrics and curves.
+    /// Resumes from the run directory's newest checkpoint.
+    ///
+    /// Example: drift train dllm --set recipe=gdpo --set steps=20 --out runs/gdpo
+    Dllm {
+        /// TOML config (every field optional; defaults in drift_dllm::grpo::config; fields
+        /// left unset take the recipe's values).
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Override a config value, e.g. `--set inner_iterations=4` (repeatable).
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        sets: Vec<String>,
+        /// Run directory (metrics.jsonl, curves.png, checkpoints/, model/, summary.json).
+        #[arg(long, default_value = "runs/dllm-grpo")]
         out: PathBuf,
     },
 }
@@ -161,6 +180,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Some(Command::Train(TrainCmd::Flow { config, sets, out })) => {
             cli::flow::train(config.as_deref(), &sets, &out)?;
+        }
+        Some(Command::Train(TrainCmd::Dllm { config, sets, out })) => {
+            cli::dllm::train(config.as_deref(), &sets, &out)?;
         }
         Some(Command::Eval(EvalCmd::Flow { model, steps, cfg, seed, out })) => {
             cli::flow::eval(&model, steps, cfg, seed, out)?;

@@ -22,6 +22,7 @@ fn every_subcommand_has_help() {
         vec!["eval", "dllm", "--help"],
         vec!["train", "--help"],
         vec!["train", "flow", "--help"],
+        vec!["train", "dllm", "--help"],
         vec!["presets", "--help"],
     ] {
         let (code, text) = drift(&args);
@@ -34,6 +35,24 @@ fn every_subcommand_has_help() {
     assert!(text.contains("Example") && text.contains("--set"), "{text}");
     let (_, text) = drift(&["train", "flow", "--help"]);
     assert!(text.contains("Example") && text.contains("--set"), "{text}");
+    let (_, text) = drift(&["train", "dllm", "--help"]);
+    assert!(text.contains("Example") && text.contains("recipe"), "{text}");
+}
+
+#[test]
+fn train_dllm_names_a_bad_recipe_a_bad_value_and_a_missing_base() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let out = out.to_str().unwrap();
+    let (code, text) = drift(&["train", "dllm", "--out", out, "--set", "recipe=ppo"]);
+    assert_ne!(code, 0);
+    assert!(text.contains("recipe") && text.contains("ppo"), "{text}");
+    let (code, text) = drift(&["train", "dllm", "--out", out, "--set", "group_size=1"]);
+    assert_ne!(code, 0);
+    assert!(text.contains("group_size"), "{text}");
+    let (code, text) = drift(&["train", "dllm", "--out", out, "--set", "base=\"/no/such/dllm\""]);
+    assert_ne!(code, 0);
+    assert!(text.contains("/no/such/dllm"), "{text}");
 }
 
 #[test]

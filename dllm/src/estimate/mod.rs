@@ -204,6 +204,19 @@ pub struct Estimate {
     pub forward_rows: usize,
 }
 
+/// The estimate of hand-made `passes` (masks and weights, e.g. a custom estimator for a
+/// study): `Σ_k weight_k ⊙ log p(y | ids with mask_k)` per token.
+pub fn estimate_passes<M: MaskPredictor + ?Sized>(
+    model: &M,
+    input: &EstimateInput<'_>,
+    passes: &[Pass],
+    max_rows: usize,
+) -> Result<Estimate> {
+    let per_token = passes::run_passes(model, input, passes, max_rows.max(1))?;
+    let sequence = per_token.sum(1)?;
+    Ok(Estimate { per_token, sequence, forward_rows: passes.len() * input.rows.len() })
+}
+
 /// Estimates the log-likelihood terms of `input` under `model` with `cfg`, every mask keyed
 /// by `key` (the caller sets seed, step and inner iteration; the estimator sets stream, row
 /// and draw). Passes run in chunks of at most `max_rows` model rows.
@@ -216,7 +229,5 @@ pub fn estimate<M: MaskPredictor + ?Sized>(
 ) -> Result<Estimate> {
     cfg.validate()?;
     let passes = draw_passes(cfg, input, key)?;
-    let per_token = passes::run_passes(model, input, &passes, max_rows.max(1))?;
-    let sequence = per_token.sum(1)?;
-    Ok(Estimate { per_token, sequence, forward_rows: passes.len() * input.rows.len() })
+    estimate_passes(model, input, &passes, max_rows)
 }
