@@ -12,11 +12,12 @@ use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
-use candle_core::{DType, Device, Tensor};
+use candle_core::Device;
+use drift_core::rng::RngKey;
 use drift_dllm::grpo::{train_dllm_grpo, CodeTask, DllmGrpoConfig};
 use drift_dllm::model::{DiffusionLm, LoadOptions};
-use drift_dllm::pretrain_run::{left_padded_prompt, pretrain_dllm, PretrainDllmConfig, SftExample};
-use drift_dllm::tokenizer::{CharTokenizer, Tokenizer, CHAR_TOKENIZER_FILE, MASK_ID};
+use drift_dllm::pretrain_run::{pretrain_dllm, PretrainDllmConfig, SftExample};
+use drift_dllm::tokenizer::{CharTokenizer, Tokenizer, BOS_ID, CHAR_TOKENIZER_FILE, PAD_ID};
 use drift_dllm::DllmError;
 use drift_rewards::code::{CodeReward, CodeRewardConfig};
 use drift_rewards::pool::{Pool, PoolConfig};
@@ -24,9 +25,8 @@ use drift_rewards::reward::TextSample;
 use drift_rewards::worlds::code::{CodeItem, CodeWorld, CodeWorldConfig};
 use drift_rewards::worlds::{Split, TextItem};
 use drift_samplers::dllm::{
-    mask_ineligible, num_transfer_tokens, propose, token_stats, top_n_mask, ProposalConfig,
+    decode, DecodeBatch, DecodeConfig, Padding, PositionRule, ProposalConfig,
 };
-use drift_samplers::MaskPredictor;
 
 /// The prompt text of a code item in the corpus format.
 pub fn prompt_text(item: &CodeItem) -> String {
@@ -170,60 +170,36 @@ pub struct Scored {
     pub passed: bool,
 }
 
-/// Greedy low-confidence decoding of `prompts` (token ids, no specials) with `model`.
-///
-/// TEMPORARY: a minimal local loop (LLaDA `generate()` with `temperature = 0`,
-/// `remasking = "low_confidence"`, blocks of `block_length`, the quota of
-/// `num_transfer_tokens`), composed from the drift-samplers pieces, until the samplers'
-/// `decode` loop lands in `drift_samplers::dllm`; replace this function by a call to it.
-/// The canvas is the training row layout: `[PAD…] BOS prompt [MASK; gen_length]`.
+/// Greedy low-confidence decoding of `prompts` (token ids, no specials) with `model`: the
+/// samplers' `decode` with temperature 0 and LLaDA's quota (`steps / blocks` per block), on
+/// the training row layout `[PAD…] BOS prompt [MASK; gen_length]`. Returns the completions.
 pub fn greedy_decode(
     model: &DiffusionLm,
     prompts: &[Vec<u32>],
     opts: &EvalOptions,
 ) -> Result<Vec<Vec<u32>>> {
-    let dev = model.device().clone();
-    let (g, blk) = (opts.gen_length, opts.block_length);
-    if blk == 0 || g % blk != 0 || opts.steps % (g / blk) != 0 || opts.steps == 0 {
-        bail!(
-            "gen_length {g} must be a multiple of block_length {blk}, and steps {} a multiple of \
-             the {} blocks",
-            opts.steps,
-            g.checked_div(blk).unwrap_or(0)
-        );
-    }
-    let p = 1 + prompts.iter().map(Vec::len).max().unwrap_or(0);
-    let b = prompts.len();
-    let mut rows: Vec<u32> = Vec::with_capacity(b * (p + g));
-    for prompt in prompts {
-        rows.extend(left_padded_prompt(prompt, p));
-        rows.extend(std::iter::repeat_n(MASK_ID, g));
-    }
-    let mut x = Tensor::from_vec(rows, (b, p + g), &dev)?;
-    let steps_per_block = opts.steps / (g / blk);
-    let greedy = ProposalConfig::default();
-    for block in 0..g / blk {
-        let quota = num_transfer_tokens(blk, steps_per_block);
-        for &n in &quota {
-            let logits = model.logits(&x, None)?.narrow(1, p, g)?;
-            let x0 = propose(&logits, &greedy, None)?;
-            let conf = token_stats(&logits, &x0)?.top1;
-            let canvas = x.narrow(1, p, g)?;
-            let in_block = Tensor::from_vec(
-                (0..g).map(|j| u8::from(j / blk == block)).collect::<Vec<_>>(),
-                (1, g),
-                &dev,
-            )?
-            .broadcast_as((b, g))?;
-            let eligible = (canvas.eq(MASK_ID)?.to_dtype(DType::U8)? * in_block)?;
-            let scores = mask_ineligible(&conf, &eligible)?;
-            let counts = Tensor::full(n as u32, b, &dev)?;
-            let commit = top_n_mask(&scores, &counts)?;
-            let canvas = commit.where_cond(&x0.to_dtype(DType::U32)?, &canvas)?;
-            x = Tensor::cat(&[x.narrow(1, 0, p)?, canvas], 1)?;
-        }
-    }
-    Ok(x.narrow(1, p, g)?.to_vec2::<u32>()?)
+    let cfg = DecodeConfig {
+        gen_length: opts.gen_length,
+        block_length: opts.block_length,
+        steps: opts.steps,
+        proposal: ProposalConfig::default(),
+        position: PositionRule::LowConfidence,
+        ..DecodeConfig::default()
+    };
+    let with_bos: Vec<Vec<u32>> = prompts
+        .iter()
+        .map(|p| std::iter::once(BOS_ID).chain(p.iter().copied()).collect())
+        .collect();
+    let batch = DecodeBatch {
+        prompts: &with_bos,
+        group_size: 1,
+        pad_id: PAD_ID,
+        padding: Padding::Visible,
+        first_row: 0,
+    };
+    let traj = decode(model, &cfg, &batch, RngKey::new(0), model.device())?;
+    let p = traj.prompt_len;
+    Ok(traj.tokens.to_vec2::<u32>()?.into_iter().map(|r| r[p..].to_vec()).collect())
 }
 
 /// Decodes the first `opts.n` held-out items with `model` and scores them with the code
