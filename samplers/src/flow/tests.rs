@@ -137,7 +137,8 @@ fn sde_marginals_match_the_ode_and_the_data_on_a_closed_form_field() {
     // CPS is left out on purpose: its per-step noise σ' sin(aπ/2) does not shrink with the step
     // size, so with a posterior-mean predictor it under-disperses relative to the ODE at every
     // step count (measured: var 0.212 vs 0.247 at a = 0.5, 200 steps). Its exact one-step law is
-    // tested in `one_step_transition_laws_match_the_formulas`.
+    // tested in `one_step_transition_laws_match_the_formulas` and its whole-rollout law against
+    // the analytic one in `cps_rollout_matches_its_analytic_law_on_a_closed_form_field`.
     for kind in [StepKind::FlowGrpo { noise_level: 0.7 }, StepKind::Dance { eta: 0.3 }] {
         let cfg = RolloutConfig { step: kind, log_prob: LogProbReduce::Mean, window: None };
         let r = rollout_sde(&model, &x_init, &(), &s, &cfg, None, RngKey::new(8), &rows).unwrap();
@@ -214,6 +215,51 @@ fn recomputed_log_prob_of_a_recorded_step_matches_the_rollout() {
         for b in 0..5 {
             assert_eq!(got[b], lp[b][i], "step {i} row {b}: the on-policy ratio is exactly 1");
         }
+    }
+}
+
+/// CPS on the closed-form Gaussian field: every step is linear in `x` (`v = c₁x + c₀`), so
+/// the rollout's law is Gaussian with `μ' = Aμ + B`, `V' = A²V + s²`,
+/// `A = (1−σ')(1−σc₁) + k(1+(1−σ)c₁)`, `B = c₀(k(1−σ) − (1−σ')σ)`, `k = √(σ'² − s²)`. The
+/// samples match that analytic law within Monte Carlo error, and the law is not the data's:
+/// CPS's noise `s = σ' sin(aπ/2)` does not shrink with the step, so it under-disperses.
+#[test]
+fn cps_rollout_matches_its_analytic_law_on_a_closed_form_field() {
+    let (m, s0) = (0.7f64, 0.5f64);
+    let model = GaussianData { m, s0 };
+    let n = 20_000usize;
+    let x_init = randn(17, (n, 1));
+    let rows: Vec<u64> = (0..n as u64).collect();
+    for (steps, a) in [(20usize, 0.5f64), (50, 0.3)] {
+        let sch = schedule(steps, 1.0);
+        let (mut mu, mut var) = (0.0f64, 1.0f64);
+        for i in 0..steps {
+            let (sig, sig_next) = sch.pair(i).unwrap();
+            let al = 1.0 - sig;
+            let coef = (sig - al * s0 * s0) / (al * al * s0 * s0 + sig * sig);
+            let (c1, c0) = (coef, -coef * al * m - m);
+            let sd = sig_next * (a * std::f64::consts::FRAC_PI_2).sin();
+            let k = (sig_next * sig_next - sd * sd).max(0.0).sqrt();
+            let big_a = (1.0 - sig_next) * (1.0 - sig * c1) + k * (1.0 + al * c1);
+            let big_b = c0 * (k * al - (1.0 - sig_next) * sig);
+            mu = big_a * mu + big_b;
+            var = big_a * big_a * var + sd * sd;
+        }
+        let cfg = RolloutConfig {
+            step: StepKind::Cps { noise_level: a },
+            log_prob: LogProbReduce::Mean,
+            window: None,
+        };
+        let r = rollout_sde(&model, &x_init, &(), &sch, &cfg, None, RngKey::new(9), &rows).unwrap();
+        let v: Vec<f32> = r.images().flatten_all().unwrap().to_vec1().unwrap();
+        let sm = v.iter().map(|&x| f64::from(x)).sum::<f64>() / n as f64;
+        let sv = v.iter().map(|&x| (f64::from(x) - sm).powi(2)).sum::<f64>() / n as f64;
+        let (se_mean, se_var) =
+            (4.0 * var.sqrt() / (n as f64).sqrt(), 4.0 * var * (2.0 / n as f64).sqrt());
+        assert!((sm - mu).abs() < se_mean + 1e-4, "CPS {steps}/{a}: mean {sm} vs analytic {mu}");
+        assert!((sv - var).abs() < se_var + 1e-4, "CPS {steps}/{a}: var {sv} vs analytic {var}");
+        // …and that law is narrower than the data's s0² = 0.25.
+        assert!(var < s0 * s0 - 0.01, "CPS {steps}/{a}: analytic var {var}");
     }
 }
 
