@@ -30,7 +30,8 @@ use drift_samplers::dllm::{
 
 /// The prompt text of a code item in the corpus format.
 pub fn prompt_text(item: &CodeItem) -> String {
-    format!("{}\n", item.prompt())
+    // One definition of the corpus format, shared with the RL trainer's task.
+    CodeTask::prompt_text(item)
 }
 
 /// The code world every shipped dLLM uses (default configuration).
