@@ -10,3 +10,4 @@ pub use drift_dllm as dllm;
 pub use drift_flow as flow;
 pub use drift_rewards as rewards;
 pub use drift_samplers as samplers;
+pub mod notebook;

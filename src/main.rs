@@ -154,6 +154,9 @@ enum EvalCmd {
         /// Rows decoded together.
         #[arg(long, default_value_t = 32)]
         batch: usize,
+        /// Split scored: `held_out` (unseen templates) or `train` (the pretraining templates).
+        #[arg(long, default_value = "held_out", value_parser = ["held_out", "train"])]
+        split: String,
         /// Directory for eval_samples.jsonl and eval_summary.json.
         #[arg(long)]
         out: Option<PathBuf>,
@@ -194,11 +197,17 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             block_length,
             steps,
             batch,
+            split,
             out,
         })) => {
             let block_length = block_length.unwrap_or(gen_length);
             let steps = steps.unwrap_or(gen_length);
-            let opts = cli::dllm::EvalOptions { n, gen_length, block_length, steps, batch };
+            let split = if split == "train" {
+                drift::rewards::worlds::Split::Train
+            } else {
+                drift::rewards::worlds::Split::HeldOut
+            };
+            let opts = cli::dllm::EvalOptions { n, gen_length, block_length, steps, batch, split };
             cli::dllm::eval(&model, &opts, out.as_deref())?;
         }
     }

@@ -115,6 +115,10 @@ pub struct PretrainDllmConfig {
     pub checkpoint_every: u64,
     /// Checkpoints kept. Default 2.
     pub keep_last: usize,
+    /// A saved model folder whose weights start the run instead of a fresh initialisation
+    /// (continued pretraining with a fresh optimizer and schedule); its config.json must equal
+    /// the `[model]` shape. Default none.
+    pub init_from: Option<PathBuf>,
 }
 
 impl Default for PretrainDllmConfig {
@@ -129,6 +133,7 @@ impl Default for PretrainDllmConfig {
             seed: 0,
             checkpoint_every: 250,
             keep_last: 2,
+            init_from: None,
         }
     }
 }
@@ -242,6 +247,28 @@ pub struct PretrainDllmReport {
     pub seconds: f64,
 }
 
+/// The model a run starts from: `cfg.init_from`'s weights (trainable) when set, after
+/// checking its config equals `model_cfg`; otherwise a fresh initialisation under `key`.
+fn initial_model(
+    cfg: &PretrainDllmConfig,
+    model_cfg: ModelConfig,
+    key: RngKey,
+    opts: &LoadOptions,
+) -> Result<DiffusionLm> {
+    let Some(dir) = &cfg.init_from else {
+        return DiffusionLm::init(model_cfg, key.stream("init"), opts);
+    };
+    let model = DiffusionLm::from_dir(dir, opts)?;
+    if *model.config() != model_cfg {
+        return Err(DllmError::Config {
+            key: "init_from",
+            value: dir.display().to_string(),
+            expected: format!("a model whose config.json matches [model]: {model_cfg:?}"),
+        });
+    }
+    Ok(model)
+}
+
 /// Trains a masked diffusion LM from scratch with the SFT objective on
 /// `data(step, batch) → batch examples` (a pure function of the step, so a resumed run sees
 /// the same data), logging `loss/total`, `grad/norm`, `lr` and `perf/tokens_per_s` per step
@@ -260,7 +287,7 @@ pub fn pretrain_dllm(
     let key = RngKey::new(cfg.seed);
     let opts = LoadOptions { device: device.clone(), ..LoadOptions::trainable() };
     let model_cfg = cfg.model.model_config(tokenizer.vocab_spec());
-    let model = DiffusionLm::init(model_cfg, key.stream("init"), &opts)?
+    let model = initial_model(cfg, model_cfg, key, &opts)?
         .with_tokenizer(Tokenizer::Char(tokenizer.clone()));
     let varmap = model.varmap().ok_or(DllmError::Config {
         key: "model",

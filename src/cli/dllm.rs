@@ -140,7 +140,7 @@ pub const CODE_COMPLETION_LEN: usize = 106;
 /// How `drift eval dllm` decodes.
 #[derive(Debug, Clone, Copy)]
 pub struct EvalOptions {
-    /// Held-out items scored (the first `n` of the held-out split).
+    /// Items scored (the first `n` of `split`).
     pub n: usize,
     /// Completion length (the canvas of masks after the prompt).
     pub gen_length: usize,
@@ -150,6 +150,9 @@ pub struct EvalOptions {
     pub steps: usize,
     /// Rows decoded together.
     pub batch: usize,
+    /// The split scored: held-out templates (the RL target) or the train templates (what
+    /// pretraining saw, a check of fit before generalisation).
+    pub split: Split,
 }
 
 /// One decoded, scored held-out item.
@@ -203,14 +206,14 @@ pub fn greedy_decode(
     Ok(traj.tokens.to_vec2::<u32>()?.into_iter().map(|r| r[p..].to_vec()).collect())
 }
 
-/// Decodes the first `opts.n` held-out items with `model` and scores them with the code
+/// Decodes the first `opts.n` items of `opts.split` with `model` and scores them with the code
 /// reward (format gate + sandboxed tests).
 pub fn evaluate(model: &DiffusionLm, opts: &EvalOptions) -> Result<Vec<Scored>> {
     let tok = match model.tokenizer() {
         Some(Tokenizer::Char(t)) => t.clone(),
         _ => bail!("the model has no drift character tokenizer ({CHAR_TOKENIZER_FILE})"),
     };
-    let items = code_world()?.items(Split::HeldOut, opts.n);
+    let items = code_world()?.items(opts.split, opts.n);
     let reward = Arc::new(CodeReward::new(&CodeRewardConfig::default())?);
     let pool = Pool::new(&PoolConfig::default())?;
     let mut out = Vec::with_capacity(items.len());
@@ -256,6 +259,14 @@ pub fn score(
         .collect()
 }
 
+/// `held_out` or `train`.
+pub fn split_name(split: Split) -> &'static str {
+    match split {
+        Split::Train => "train",
+        Split::HeldOut => "held_out",
+    }
+}
+
 /// `drift eval dllm`: held-out pass rate of a saved model on the code world.
 pub fn eval(model_dir: &Path, opts: &EvalOptions, out: Option<&Path>) -> Result<()> {
     let model = DiffusionLm::from_dir(model_dir, &LoadOptions::frozen())?;
@@ -265,7 +276,7 @@ pub fn eval(model_dir: &Path, opts: &EvalOptions, out: Option<&Path>) -> Result<
     let mean = |f: fn(&Scored) -> f64| scored.iter().map(f).sum::<f64>() / n;
     let pass = mean(|s| f64::from(u8::from(s.passed)));
     let summary = serde_json::json!({
-        "eval": "dllm/code/held_out",
+        "eval": format!("dllm/code/{}", split_name(opts.split)),
         "model": model_dir.display().to_string(),
         "samples": scored.len(),
         "gen_length": opts.gen_length,

@@ -2,7 +2,8 @@
 
 use std::path::Path;
 
-use super::font::{draw_text, text_width};
+use super::canvas::{Canvas, AXIS, GRID, LINE};
+use super::font::text_width;
 use super::jsonl::read_metrics;
 use crate::error::{CoreError, Result};
 
@@ -12,60 +13,8 @@ const MARGIN_L: u32 = 90;
 const MARGIN_R: u32 = 20;
 const MARGIN_T: u32 = 28;
 const MARGIN_B: u32 = 34;
-const BG: [u8; 3] = [255, 255, 255];
-const AXIS: [u8; 3] = [60, 60, 60];
-const GRID: [u8; 3] = [228, 228, 228];
-const LINE: [u8; 3] = [31, 119, 180];
 
-struct Canvas {
-    buf: Vec<u8>,
-    w: u32,
-    h: u32,
-}
-
-impl Canvas {
-    fn new(w: u32, h: u32) -> Self {
-        Self { buf: BG.repeat((w * h) as usize), w, h }
-    }
-
-    fn dot(&mut self, x: i64, y: i64, rgb: [u8; 3]) {
-        if x >= 0 && y >= 0 && x < i64::from(self.w) && y < i64::from(self.h) {
-            let o = ((y as u32 * self.w + x as u32) * 3) as usize;
-            self.buf[o..o + 3].copy_from_slice(&rgb);
-        }
-    }
-
-    /// Bresenham's line, 2 px thick.
-    fn line(&mut self, (x0, y0): (i64, i64), (x1, y1): (i64, i64), rgb: [u8; 3], thick: bool) {
-        let (dx, dy) = ((x1 - x0).abs(), -(y1 - y0).abs());
-        let (sx, sy) = (if x0 < x1 { 1 } else { -1 }, if y0 < y1 { 1 } else { -1 });
-        let (mut x, mut y, mut err) = (x0, y0, dx + dy);
-        loop {
-            self.dot(x, y, rgb);
-            if thick {
-                self.dot(x, y + 1, rgb);
-            }
-            if x == x1 && y == y1 {
-                break;
-            }
-            let e2 = 2 * err;
-            if e2 >= dy {
-                err += dy;
-                x += sx;
-            }
-            if e2 <= dx {
-                err += dx;
-                y += sy;
-            }
-        }
-    }
-
-    fn text(&mut self, x: i64, y: i64, s: &str) {
-        draw_text(&mut self.buf, (self.w, self.h), (x, y), s, 1, AXIS);
-    }
-}
-
-fn tick_label(v: f64) -> String {
+pub(crate) fn tick_label(v: f64) -> String {
     let a = v.abs();
     if a != 0.0 && !(1e-3..1e5).contains(&a) {
         format!("{v:.2e}")
@@ -166,7 +115,6 @@ pub fn plot_metrics(metrics: &Path, keys: &[&str], out: &Path) -> Result<Vec<Str
     for (i, key) in names.iter().enumerate() {
         panel(&mut c, i as u32 * PANEL_H, key, &series(&rows, key));
     }
-    let img = image::RgbImage::from_raw(W, h, c.buf).expect("buffer matches its size");
-    img.save(out).map_err(|e| CoreError::Mismatch(format!("{}: {e}", out.display())))?;
+    c.save(out)?;
     Ok(names)
 }

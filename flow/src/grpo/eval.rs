@@ -74,7 +74,8 @@ pub fn sample_prompts<T: ImageTask>(
     Ok(images)
 }
 
-fn rms_distance(a: &Image, b: &Image) -> f64 {
+/// RMS distance between two images' pixels in `[0, 1]`: `√(mean((a − b)²))`.
+pub fn rms_distance(a: &Image, b: &Image) -> f64 {
     let sq: f64 = a
         .as_raw()
         .iter()
