@@ -12,11 +12,28 @@ use clap::{Parser, Subcommand};
 /// One group-advantage and policy-loss core (GRPO, Dr. GRPO, DAPO, GSPO, ESPO, GDPO, StableDRL,
 /// Flow-GRPO) on candle tensors, shared by both model families.
 #[derive(Parser, Debug)]
-#[command(name = "drift", version, about, long_about = None)]
+#[command(name = "drift", version, about, long_about = None, after_help = AFTER_HELP)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
 }
+
+const AFTER_HELP: &str = "\
+Examples:
+  drift train flow                                   # the main job: Flow-GRPO on the shapes world
+  drift train dllm --set recipe=espo --set steps=20  # a dLLM recipe on the code world
+  drift sample dllm --model examples/checkpoints/dllm-code-v1 --prompt 'the sum of the even elements of xs'
+  drift sample flow --model examples/checkpoints/flow-shapes-v0 --prompt '2 red circles' --out grid.png
+  drift plot runs/flow-grpo/metrics.jsonl --keys reward/mean,clip/frac --out curves.png
+  drift bench flow
+
+Configs are TOML files; `--set key.path=value` overrides any field (values parsed as TOML).
+Progress bars are drawn only on a terminal; with NO_COLOR set or stdout not a terminal, progress
+is printed as plain lines.
+
+Exit status: 0 success; 1 the run failed (I/O, a model error, a diverged loss); 2 bad usage
+(an unknown flag or subcommand, a missing or invalid config file, an unknown config key, an
+invalid value, a model folder that does not exist).";
 
 #[derive(Subcommand, Debug)]
 enum Command {
@@ -29,6 +46,34 @@ enum Command {
     /// Evaluate a saved model on a shipped world's held-out split.
     #[command(subcommand)]
     Eval(EvalCmd),
+    /// Sample from a saved model: a dLLM's completions or a DiT's images.
+    #[command(subcommand)]
+    Sample(SampleCmd),
+    /// Plot metrics of a run's metrics.jsonl as PNG curves (one panel per metric).
+    ///
+    /// Example: drift plot runs/flow-grpo/metrics.jsonl --keys reward/mean,clip/frac --out c.png
+    Plot {
+        /// The JSONL metrics file (one object per line with a `step`).
+        metrics: PathBuf,
+        /// Comma-separated metric names (default: every numeric metric).
+        #[arg(long, value_delimiter = ',')]
+        keys: Vec<String>,
+        /// Output PNG.
+        #[arg(long, default_value = "curves.png")]
+        out: PathBuf,
+    },
+    /// Throughput of the shipped models on this machine, one JSON line per case.
+    ///
+    /// Cases: matmul (f32 1024³ reference), dllm (shipped code dLLM forward and
+    /// forward+backward, 16 × 200 tokens), flow (shipped DiT, 32 images, 10-step ODE and SDE).
+    /// Run from the repository root. Example: drift bench dllm flow --iters 5
+    Bench {
+        /// Cases to run (default: all).
+        cases: Vec<String>,
+        /// Timed repetitions per case (the median is reported).
+        #[arg(long, default_value_t = 3)]
+        iters: usize,
+    },
     /// List the named policy-loss presets and their settings.
     Presets {
         /// Completion length used by the presets that need one (espo, gdpo, dr_grpo).
@@ -73,6 +118,80 @@ enum TrainCmd {
         sets: Vec<String>,
         /// Run directory (metrics.jsonl, curves.png, checkpoints/, model/, summary.json).
         #[arg(long, default_value = "runs/dllm-grpo")]
+        out: PathBuf,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum SampleCmd {
+    /// Decode completions of prompts with a saved dLLM; one JSON line per completion.
+    ///
+    /// The prompt is given in drift's corpus format (`BOS prompt\n`), as pretraining saw it.
+    ///
+    /// Example: drift sample dllm --model examples/checkpoints/dllm-code-v1 --prompt 'the sum of the even elements of xs' --n 2 --temperature 0.7
+    Dllm {
+        /// Model directory (config.json + model.safetensors + drift_char_tokenizer.json).
+        #[arg(long)]
+        model: PathBuf,
+        /// A prompt (repeatable).
+        #[arg(long, required = true)]
+        prompt: Vec<String>,
+        /// Completion length.
+        #[arg(long, default_value_t = cli::dllm::CODE_COMPLETION_LEN)]
+        gen_length: usize,
+        /// Block length (default: one block).
+        #[arg(long)]
+        block_length: Option<usize>,
+        /// Denoising steps (default: gen_length).
+        #[arg(long)]
+        steps: Option<usize>,
+        /// Position rule: low_confidence, margin, entropy, random, threshold, origin.
+        #[arg(long, default_value = "low_confidence")]
+        rule: String,
+        /// Confidence threshold of the threshold rule.
+        #[arg(long, default_value_t = 0.9)]
+        tau: f64,
+        /// Token temperature (0 = greedy).
+        #[arg(long, default_value_t = 0.0)]
+        temperature: f64,
+        /// Completions per prompt.
+        #[arg(long, default_value_t = 1)]
+        n: usize,
+        /// Seed of the sampling noise.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+    },
+    /// Sample images of shapes-world prompts with a saved DiT; prints each image's verifier
+    /// verdict as a JSON line and writes a captioned grid.
+    ///
+    /// Example: drift sample flow --model examples/checkpoints/flow-shapes-v0 --prompt '2 red circles' --n 4 --sampler flow_grpo --noise 0.7 --out grid.png
+    Flow {
+        /// Model directory (config.json + model.safetensors).
+        #[arg(long)]
+        model: PathBuf,
+        /// A prompt in the shapes grammar (repeatable).
+        #[arg(long, required = true)]
+        prompt: Vec<String>,
+        /// Images per prompt.
+        #[arg(long, default_value_t = 4)]
+        n: usize,
+        /// Denoising steps.
+        #[arg(long, default_value_t = 40)]
+        steps: usize,
+        /// Sampler: ode, flow_grpo, dance, cps.
+        #[arg(long, default_value = "ode")]
+        sampler: String,
+        /// Noise level of the SDE sampler (a, or η for dance).
+        #[arg(long, default_value_t = 0.7)]
+        noise: f64,
+        /// Classifier-free guidance scale (1 = none).
+        #[arg(long, default_value_t = 1.0)]
+        cfg: f64,
+        /// Seed of the noise.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// Output grid PNG.
+        #[arg(long, default_value = "samples.png")]
         out: PathBuf,
     },
 }
@@ -169,6 +288,16 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             use clap::CommandFactory;
             Cli::command().print_help()?;
         }
+        Some(Command::Sample(cmd)) => sample(cmd)?,
+        Some(Command::Plot { metrics, keys, out }) => {
+            if !metrics.is_file() {
+                return Err(cli::usage(format!("{}: no such metrics file", metrics.display())));
+            }
+            let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+            let plotted = drift::core::metrics::plot_metrics(&metrics, &keys, &out)?;
+            println!("{} ({})", out.display(), plotted.join(", "));
+        }
+        Some(Command::Bench { cases, iters }) => cli::bench::run(&cases, iters)?,
         Some(Command::Presets { completion_len }) => {
             for name in drift::core::loss::PRESETS {
                 let cfg = drift::core::loss::PolicyLossConfig::preset(name, completion_len)?;
@@ -200,6 +329,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             split,
             out,
         })) => {
+            cli::existing_dir(&model, "--model")?;
             let block_length = block_length.unwrap_or(gen_length);
             let steps = steps.unwrap_or(gen_length);
             let split = if split == "train" {
@@ -214,12 +344,46 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     Ok(())
 }
 
+fn sample(cmd: SampleCmd) -> anyhow::Result<()> {
+    match cmd {
+        SampleCmd::Dllm {
+            model,
+            prompt,
+            gen_length,
+            block_length,
+            steps,
+            rule,
+            tau,
+            temperature,
+            n,
+            seed,
+        } => {
+            let s = cli::sample::DllmSampling {
+                gen_length,
+                block_length: block_length.unwrap_or(gen_length),
+                steps: steps.unwrap_or(gen_length),
+                rule: cli::sample::position_rule(&rule, tau)?,
+                temperature,
+                n: n.max(1),
+                seed,
+            };
+            cli::sample::dllm(&model, &prompt, &s)
+        }
+        SampleCmd::Flow { model, prompt, n, steps, sampler, noise, cfg, seed, out } => {
+            let step = cli::sample::step_kind(&sampler, noise)?;
+            let s = cli::sample::FlowSampling { n: n.max(1), steps, step, guidance: cfg, seed };
+            cli::sample::flow(&model, &prompt, &s, &out)
+        }
+    }
+}
+
 fn main() -> ExitCode {
     match run(Cli::parse()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");
-            ExitCode::from(1)
+            let usage = e.chain().any(|c| c.downcast_ref::<cli::UsageError>().is_some());
+            ExitCode::from(if usage { 2 } else { 1 })
         }
     }
 }

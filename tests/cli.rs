@@ -24,6 +24,11 @@ fn every_subcommand_has_help() {
         vec!["train", "flow", "--help"],
         vec!["train", "dllm", "--help"],
         vec!["presets", "--help"],
+        vec!["sample", "--help"],
+        vec!["sample", "dllm", "--help"],
+        vec!["sample", "flow", "--help"],
+        vec!["plot", "--help"],
+        vec!["bench", "--help"],
     ] {
         let (code, text) = drift(&args);
         assert_eq!(code, 0, "{args:?}: {text}");
@@ -37,6 +42,81 @@ fn every_subcommand_has_help() {
     assert!(text.contains("Example") && text.contains("--set"), "{text}");
     let (_, text) = drift(&["train", "dllm", "--help"]);
     assert!(text.contains("Example") && text.contains("recipe"), "{text}");
+    for sub in ["dllm", "flow"] {
+        let (_, text) = drift(&["sample", sub, "--help"]);
+        assert!(text.contains("Example") && text.contains("--prompt"), "{text}");
+    }
+    let (_, text) = drift(&["--help"]);
+    assert!(text.contains("Exit status") && text.contains("NO_COLOR"), "{text}");
+}
+
+#[test]
+fn usage_errors_exit_2_and_name_the_problem() {
+    let (code, text) = drift(&["no-such-command"]);
+    assert_eq!(code, 2, "{text}");
+    let (code, text) =
+        drift(&["sample", "flow", "--model", "/no/such/dit", "--prompt", "2 red circles"]);
+    assert_eq!(code, 2, "{text}");
+    assert!(text.contains("/no/such/dit"), "{text}");
+    let model = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/checkpoints/flow-shapes-v0");
+    let (code, text) = drift(&["sample", "flow", "--model", model, "--prompt", "a purple dragon"]);
+    assert_eq!(code, 2, "{text}");
+    assert!(text.contains("purple"), "{text}");
+    let (code, text) = drift(&[
+        "sample",
+        "flow",
+        "--model",
+        model,
+        "--prompt",
+        "2 red circles",
+        "--sampler",
+        "sde",
+    ]);
+    assert_eq!(code, 2, "{text}");
+    assert!(text.contains("--sampler \"sde\""), "{text}");
+    let dllm = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/checkpoints/dllm-code-v1");
+    let (code, text) =
+        drift(&["sample", "dllm", "--model", dllm, "--prompt", "x", "--rule", "best"]);
+    assert_eq!(code, 2, "{text}");
+    assert!(text.contains("--rule \"best\""), "{text}");
+    let (code, text) = drift(&["plot", "/no/such/metrics.jsonl"]);
+    assert_eq!(code, 2, "{text}");
+    assert!(text.contains("/no/such/metrics.jsonl"), "{text}");
+    let (code, text) = drift(&["bench", "gpu"]);
+    assert_eq!(code, 2, "{text}");
+    assert!(text.contains("\"gpu\""), "{text}");
+}
+
+#[test]
+fn sample_and_plot_run_on_the_shipped_models() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/checkpoints/flow-shapes-v0");
+    let grid = dir.path().join("g.png");
+    let args = ["sample", "flow", "--model", model, "--prompt", "2 red circles", "--n", "2"];
+    let (code, text) =
+        drift(&[&args[..], &["--steps", "4", "--out", grid.to_str().unwrap()]].concat());
+    assert_eq!(code, 0, "{text}");
+    assert_eq!(text.matches("\"prompt\":\"2 red circles\"").count(), 2, "{text}");
+    assert!(grid.is_file());
+    let dllm = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/checkpoints/dllm-code-v1");
+    let args = ["sample", "dllm", "--model", dllm, "--prompt", "sum of xs", "--gen-length", "8"];
+    let (code, text) = drift(&[&args[..], &["--steps", "4", "--n", "3"]].concat());
+    assert_eq!(code, 0, "{text}");
+    let lines: Vec<serde_json::Value> =
+        text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+    assert_eq!(lines.len(), 3, "{text}");
+    assert_eq!(lines[2]["sample"], 2);
+    assert_eq!(lines[0]["evaluations"], 4);
+    let metrics = dir.path().join("m.jsonl");
+    std::fs::write(&metrics, "{\"step\":0,\"a\":1.0}\n{\"step\":1,\"a\":2.0}\n").unwrap();
+    let png = dir.path().join("c.png");
+    let (code, text) =
+        drift(&["plot", metrics.to_str().unwrap(), "--keys", "a", "--out", png.to_str().unwrap()]);
+    assert_eq!(code, 0, "{text}");
+    assert!(png.is_file());
+    let (code, text) = drift(&["plot", metrics.to_str().unwrap(), "--keys", "b"]);
+    assert_eq!(code, 1, "{text}");
+    assert!(text.contains("`b`"), "{text}");
 }
 
 #[test]
@@ -45,13 +125,13 @@ fn train_dllm_names_a_bad_recipe_a_bad_value_and_a_missing_base() {
     let out = dir.path().join("run");
     let out = out.to_str().unwrap();
     let (code, text) = drift(&["train", "dllm", "--out", out, "--set", "recipe=ppo"]);
-    assert_ne!(code, 0);
+    assert_eq!(code, 2, "{text}");
     assert!(text.contains("recipe") && text.contains("ppo"), "{text}");
     let (code, text) = drift(&["train", "dllm", "--out", out, "--set", "group_size=1"]);
-    assert_ne!(code, 0);
+    assert_eq!(code, 2, "{text}");
     assert!(text.contains("group_size"), "{text}");
     let (code, text) = drift(&["train", "dllm", "--out", out, "--set", "base=\"/no/such/dllm\""]);
-    assert_ne!(code, 0);
+    assert_eq!(code, 2, "{text}");
     assert!(text.contains("/no/such/dllm"), "{text}");
 }
 
@@ -61,16 +141,16 @@ fn train_flow_names_a_bad_key_a_bad_value_and_a_missing_base() {
     let out = dir.path().join("run");
     let out = out.to_str().unwrap();
     let (code, text) = drift(&["train", "flow", "--out", out, "--set", "group_sise=4"]);
-    assert_ne!(code, 0);
+    assert_eq!(code, 2, "{text}");
     assert!(text.contains("group_sise"), "{text}");
     let (code, text) = drift(&["train", "flow", "--out", out, "--set", "train_fraction=1.5"]);
-    assert_ne!(code, 0);
+    assert_eq!(code, 2, "{text}");
     assert!(text.contains("train_fraction"), "{text}");
     let (code, text) = drift(&["train", "flow", "--out", out, "--set", "base=\"/no/such/base\""]);
-    assert_ne!(code, 0);
+    assert_eq!(code, 2, "{text}");
     assert!(text.contains("/no/such/base"), "{text}");
     let (code, text) = drift(&["train", "flow", "--out", out, "--config", "/no/such/grpo.toml"]);
-    assert_ne!(code, 0);
+    assert_eq!(code, 2, "{text}");
     assert!(text.contains("/no/such/grpo.toml"), "{text}");
 }
 
@@ -80,16 +160,16 @@ fn pretrain_dllm_names_a_bad_key_a_bad_value_and_a_short_completion() {
     let out = dir.path().join("run");
     let out = out.to_str().unwrap();
     let (code, text) = drift(&["pretrain", "dllm", "--out", out, "--set", "model.d_modle=64"]);
-    assert_ne!(code, 0);
+    assert_eq!(code, 2, "{text}");
     assert!(text.contains("d_modle"), "{text}");
     let (code, text) = drift(&["pretrain", "dllm", "--out", out, "--set", "batch=0"]);
-    assert_ne!(code, 0);
+    assert_eq!(code, 2, "{text}");
     assert!(text.contains("batch"), "{text}");
     let (code, text) = drift(&["pretrain", "dllm", "--out", out, "--set", "completion_len=50"]);
-    assert_ne!(code, 0);
+    assert_eq!(code, 2, "{text}");
     assert!(text.contains("completion_len"), "{text}");
     let (code, text) = drift(&["eval", "dllm", "--model", "/no/such/model"]);
-    assert_ne!(code, 0);
+    assert_eq!(code, 2, "{text}");
     assert!(text.contains("/no/such/model"), "{text}");
 }
 
@@ -99,20 +179,20 @@ fn bad_config_key_missing_file_and_bad_value_are_named() {
     let out = dir.path().join("run");
     let out = out.to_str().unwrap();
     let (code, text) = drift(&["pretrain", "flow", "--out", out, "--set", "model.hiddne=64"]);
-    assert_ne!(code, 0);
+    assert_eq!(code, 2, "{text}");
     assert!(text.contains("hiddne"), "{text}");
     let (code, text) = drift(&["pretrain", "flow", "--out", out, "--config", "/no/such/file.toml"]);
-    assert_ne!(code, 0);
+    assert_eq!(code, 2, "{text}");
     assert!(text.contains("/no/such/file.toml"), "{text}");
     let (code, text) = drift(&["pretrain", "flow", "--out", out, "--set", "model.patch=5"]);
-    assert_ne!(code, 0);
+    assert_eq!(code, 2, "{text}");
     assert!(text.contains("model.patch"), "{text}");
     let (code, text) = drift(&["pretrain", "flow", "--out", out, "--set", "steps=many"]);
-    assert_ne!(code, 0);
+    assert_eq!(code, 2, "{text}");
     assert!(text.contains("steps"), "{text}");
     let (code, text) = drift(&["eval", "flow", "--model", "/no/such/model"]);
-    assert_ne!(code, 0);
-    assert!(text.contains("/no/such/model/config.json"), "{text}");
+    assert_eq!(code, 2, "{text}");
+    assert!(text.contains("/no/such/model"), "{text}");
 }
 
 #[test]

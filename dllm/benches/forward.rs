@@ -11,42 +11,17 @@
 //!
 //! Run with `cargo bench -p drift-dllm` (add `--features mkl` for MKL).
 
-use std::time::Instant;
-
 use candle_core::{DType, Device};
+use drift_core::bench::{matmul_gflops as reference_gflops, median_seconds};
 use drift_core::rng::RngKey;
 use drift_dllm::model::{DiffusionLm, LoadOptions, ModelConfig, TinySize, VocabSpec};
 use serde_json::json;
 
 const VOCAB: VocabSpec = VocabSpec { vocab_size: 128, mask_id: 1, pad_id: 0, bos_id: 2, eos_id: 3 };
 
-/// Median seconds of `iters` timed runs of `f` after one warm-up run.
-fn time<T>(iters: usize, mut f: impl FnMut() -> T) -> f64 {
-    std::hint::black_box(f());
-    let mut runs: Vec<f64> = (0..iters)
-        .map(|_| {
-            let start = Instant::now();
-            std::hint::black_box(f());
-            start.elapsed().as_secs_f64()
-        })
-        .collect();
-    runs.sort_by(f64::total_cmp);
-    runs[runs.len() / 2]
-}
-
-fn matmul_gflops(n: usize) -> candle_core::Result<f64> {
-    let a = RngKey::new(1)
-        .normal((n, n), DType::F32, &Device::Cpu)
-        .map_err(candle_core::Error::wrap)?;
-    let b = RngKey::new(2)
-        .normal((n, n), DType::F32, &Device::Cpu)
-        .map_err(candle_core::Error::wrap)?;
-    let secs = time(5, || a.matmul(&b));
-    let gflops = 2.0 * (n as f64).powi(3) / secs / 1e9;
-    println!(
-        "{}",
-        json!({"case": "matmul", "n": n, "dtype": "f32", "seconds": secs, "gflops": gflops})
-    );
+fn matmul_gflops(n: usize) -> drift_core::Result<f64> {
+    let gflops = reference_gflops(n, &Device::Cpu)?;
+    println!("{}", json!({"case": "matmul", "n": n, "dtype": "f32", "gflops": gflops}));
     Ok(gflops)
 }
 
@@ -68,7 +43,7 @@ fn forward_case(c: &Case, peak: f64) -> drift_dllm::Result<()> {
         .floor()?
         .affine(1.0, 4.0)?
         .to_dtype(DType::U32)?;
-    let secs = time(c.iters, || model.raw_logits(&ids, None).map(|l| l.dims().to_vec()));
+    let secs = median_seconds(c.iters, || model.raw_logits(&ids, None).map(|l| l.dims().to_vec()));
     let params = model.num_parameters();
     let p_matmul =
         params - VOCAB.vocab_size * spec.d_model - (2 * spec.n_layers + 1) * spec.d_model;

@@ -8,9 +8,9 @@
 //! points at another one).
 
 use std::path::PathBuf;
-use std::time::Instant;
 
 use candle_core::{DType, Device, Tensor};
+use drift_core::bench::median_seconds;
 use drift_core::rng::RngKey;
 use drift_flow::grpo::{ImageTask, ShapesTask};
 use drift_flow::model::{load_dit_frozen, Dit};
@@ -21,20 +21,6 @@ use drift_samplers::flow::{
 use serde_json::json;
 
 const BATCH: usize = 32;
-
-/// Median seconds of `iters` timed runs of `f` after one warm-up run.
-fn time<T>(iters: usize, mut f: impl FnMut() -> T) -> f64 {
-    std::hint::black_box(f());
-    let mut runs: Vec<f64> = (0..iters)
-        .map(|_| {
-            let start = Instant::now();
-            std::hint::black_box(f());
-            start.elapsed().as_secs_f64()
-        })
-        .collect();
-    runs.sort_by(f64::total_cmp);
-    runs[runs.len() / 2]
-}
 
 fn model_dir() -> PathBuf {
     if let Ok(p) = std::env::var("DRIFT_BENCH_MODEL") {
@@ -90,7 +76,7 @@ fn main() -> drift_flow::Result<()> {
         let schedule = Schedule::new(&ScheduleConfig { steps, ..ScheduleConfig::default() })?;
         let guide = Guidance { uncond: &inp.null, scale };
         let guidance = (scale != 1.0).then_some(&guide);
-        let secs = time(3, || sample_ode(&model, &inp.x, &inp.cond, &schedule, guidance));
+        let secs = median_seconds(3, || sample_ode(&model, &inp.x, &inp.cond, &schedule, guidance));
         report("ode_euler", steps, scale, if scale != 1.0 { 2 } else { 1 }, secs);
     }
     let kinds = [
@@ -103,7 +89,7 @@ fn main() -> drift_flow::Result<()> {
         for (name, step) in kinds {
             let cfg = RolloutConfig { step, log_prob: LogProbReduce::Mean, window: None };
             let key = RngKey::new(3);
-            let secs = time(3, || {
+            let secs = median_seconds(3, || {
                 rollout_sde(&model, &inp.x, &inp.cond, &schedule, &cfg, None, key, &inp.rows)
             });
             report(name, steps, 1.0, 1, secs);

@@ -8,8 +8,16 @@ use serde::de::DeserializeOwned;
 
 /// Reads `path` (TOML; none = all defaults), applies each `key.path=value` override (the value
 /// parsed as a TOML literal, else taken as a string), and decodes the result. Returns the
-/// config and its final TOML text (stored in checkpoints).
+/// config and its final TOML text (stored in checkpoints). Every error is a
+/// [`super::UsageError`] (exit status 2).
 pub fn load<T: DeserializeOwned + serde::Serialize>(
+    path: Option<&Path>,
+    sets: &[String],
+) -> Result<(T, String)> {
+    load_inner(path, sets).map_err(|e| super::usage(format!("{e:#}")))
+}
+
+fn load_inner<T: DeserializeOwned + serde::Serialize>(
     path: Option<&Path>,
     sets: &[String],
 ) -> Result<(T, String)> {

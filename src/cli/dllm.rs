@@ -69,16 +69,16 @@ fn seeded(k: u64) -> drift_rewards::worlds::rng::SplitMix64 {
 /// Runs masked-diffusion SFT pretraining on the code world's train split.
 pub fn pretrain(config: Option<&Path>, sets: &[String], out: &Path) -> Result<()> {
     let (cfg, text): (PretrainDllmConfig, String) = super::config::load(config, sets)?;
-    cfg.validate()?;
+    cfg.validate().map_err(|e| super::usage(e.to_string()))?;
     let world = code_world()?;
     let tok = CharTokenizer::ascii();
     let (longest, template) = longest_target(&world, &tok)?;
     if longest > cfg.completion_len {
-        bail!(
+        return Err(super::usage(format!(
             "completion_len = {} is shorter than the longest code-world target ({longest} tokens, \
              template {template}); set completion_len >= {longest}",
             cfg.completion_len
-        );
+        )));
     }
     std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
     std::fs::write(out.join("config.toml"), &text)?;
@@ -100,12 +100,12 @@ pub fn pretrain(config: Option<&Path>, sets: &[String], out: &Path) -> Result<()
 /// `drift train dllm`: a dLLM RL recipe on the code world from a base model.
 pub fn train(config: Option<&Path>, sets: &[String], out: &Path) -> Result<()> {
     let (cfg, text): (DllmGrpoConfig, String) = super::config::load(config, sets)?;
-    let rc = cfg.resolved()?;
+    let rc = cfg.resolved().map_err(|e| super::usage(e.to_string()))?;
     if !cfg.base.join("config.json").exists() {
-        bail!(
+        return Err(super::usage(format!(
             "base model `base = {}` has no config.json (train one with `drift pretrain dllm`)",
             cfg.base.display()
-        );
+        )));
     }
     std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
     std::fs::write(out.join("config.toml"), &text)?;

@@ -59,7 +59,7 @@ fn check_model_fits_world(cfg: &PretrainFlowConfig) -> Result<()> {
 /// Runs flow-matching pretraining on the shapes world.
 pub fn pretrain(config: Option<&Path>, sets: &[String], out: &Path) -> Result<()> {
     let (cfg, text): (PretrainFlowConfig, String) = super::config::load(config, sets)?;
-    check_model_fits_world(&cfg)?;
+    check_model_fits_world(&cfg).map_err(|e| super::usage(format!("{e:#}")))?;
     let dev = Device::Cpu;
     let split = shapes::split(&SplitConfig::default())?;
     let seed = cfg.seed;
@@ -86,7 +86,8 @@ pub fn pretrain(config: Option<&Path>, sets: &[String], out: &Path) -> Result<()
 /// accuracy and where everything was written.
 pub fn train(config: Option<&Path>, sets: &[String], out: &Path) -> Result<()> {
     let (cfg, text): (FlowGrpoConfig, String) = super::config::load(config, sets)?;
-    cfg.validate()?;
+    cfg.validate().map_err(|e| super::usage(e.to_string()))?;
+    super::existing_dir(&cfg.base, "base model `base =`")?;
     let model_cfg = drift_flow::model::load_dit_config(&cfg.base)
         .with_context(|| format!("base model `base = {}`", cfg.base.display()))?;
     check_model_fits_world(&PretrainFlowConfig { model: model_cfg, ..Default::default() })?;
@@ -132,6 +133,7 @@ pub fn eval(
     seed: u64,
     out: Option<PathBuf>,
 ) -> Result<()> {
+    super::existing_dir(model_dir, "--model")?;
     let model = load_dit_frozen(model_dir, &Device::Cpu)?;
     let grid = out.map(|d| d.join("eval_grid.png"));
     if let Some(g) = grid.as_ref().and_then(|g| g.parent()) {

@@ -1,5 +1,38 @@
-//! The subcommands of the `drift` binary.
+//! The subcommands of the `drift` binary, and its exit-status contract: 0 success, 1 the run
+//! failed, 2 bad usage (see [`UsageError`]).
 
+pub mod bench;
 pub mod config;
 pub mod dllm;
 pub mod flow;
+pub mod sample;
+
+use std::path::Path;
+
+/// A problem with what the user asked for, found before any work: an unknown or invalid
+/// config key or value, a config file or model folder that does not exist. `drift` exits
+/// with status 2 on it (as clap does on a bad flag), and 1 on every other error.
+#[derive(Debug)]
+pub struct UsageError(pub String);
+
+impl std::fmt::Display for UsageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UsageError {}
+
+/// An [`UsageError`] as an `anyhow::Error`.
+pub fn usage(message: impl Into<String>) -> anyhow::Error {
+    anyhow::Error::new(UsageError(message.into()))
+}
+
+/// Errors with a [`UsageError`] naming `what` unless `dir` is an existing directory.
+pub fn existing_dir(dir: &Path, what: &str) -> anyhow::Result<()> {
+    if dir.is_dir() {
+        Ok(())
+    } else {
+        Err(usage(format!("{what} {}: no such directory", dir.display())))
+    }
+}

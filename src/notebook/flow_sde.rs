@@ -94,8 +94,8 @@ pub struct SdeRow {
     pub level: f64,
     /// Denoising steps.
     pub steps: usize,
-    /// Mean over samples and stochastic steps of `log p(x_{i+1} | x_i)` (per-element mean,
-    /// as Flow-GRPO's ratios); NaN for the ODE.
+    /// Mean over samples and stochastic steps (those with a positive std) of
+    /// `log p(x_{i+1} | x_i)` (per-element mean, as Flow-GRPO's ratios); NaN for the ODE.
     pub log_prob: f64,
     /// Mean pairwise RMS pixel distance between samples of the same prompt.
     pub diversity: f64,
@@ -164,11 +164,13 @@ pub fn sde_sweep(
         let cfg = RolloutConfig { step: s.step, log_prob: LogProbReduce::Mean, window: None };
         let rollout = rollout_sde(model, &x, &cond, &schedule, &cfg, None, key, &rows)?;
         let lp = rollout.log_probs.to_vec2::<f32>()?;
+        // Steps with a density: stochastic with a positive std (CPS's last step, σ' = 0, is
+        // deterministic).
+        let dense: Vec<bool> =
+            rollout.stochastic.iter().zip(&rollout.std).map(|(&st, &sd)| st && sd > 0.0).collect();
         let stochastic: Vec<f64> = lp
             .iter()
-            .flat_map(|r| {
-                r.iter().zip(&rollout.stochastic).filter(|(_, &st)| st).map(|(v, _)| f64::from(*v))
-            })
+            .flat_map(|r| r.iter().zip(&dense).filter(|(_, &d)| d).map(|(v, _)| f64::from(*v)))
             .collect();
         let log_prob = if stochastic.is_empty() {
             f64::NAN

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Executes every notebook of examples/notebooks headlessly on the evcxr `rust` kernel and fails
+# if any cell fails. Installs what it needs, pinned, under $DRIFT_NB_TOOLS (default
+# ~/.cache/drift-notebooks): evcxr_jupyter with `cargo install --locked`, nbconvert in a venv.
+#
+#   examples/notebooks/check.sh            # execute into a scratch folder (the committed files stay)
+#   examples/notebooks/check.sh --write    # execute in place: the outputs are committed
+#   examples/notebooks/check.sh --write advantages.ipynb   # only some notebooks
+#
+# evcxr runs with `init.evcxr` = `:opt 0` (cells compile fast), `:cache 2000` and
+# `:preserve_vars_on_panic 0` (a panicking cell is an error, not a silent pass). Its build folder
+# has a Cargo config building every dependency (drift and candle included) at opt-level 3, as
+# the workspace's dev profile does: candle unoptimised is far too slow to run the studies.
+set -euo pipefail
+cd "$(dirname "$0")"
+EVCXR_VERSION=0.22.0
+TOOLS=${DRIFT_NB_TOOLS:-$HOME/.cache/drift-notebooks}
+mkdir -p "$TOOLS"
+TOOLS=$(cd "$TOOLS" && pwd)
+write=0
+if [ "${1:-}" = "--write" ]; then write=1; shift; fi
+notebooks=("$@")
+if [ ${#notebooks[@]} -eq 0 ]; then notebooks=(*.ipynb); fi
+start=$(date +%s)
+log() { echo "[notebooks $(( $(date +%s) - start )) s] $*"; }
+
+# 1. The kernel.
+if ! "$TOOLS/evcxr/bin/evcxr_jupyter" --version 2>/dev/null | grep -q "$EVCXR_VERSION"; then
+  log "installing evcxr_jupyter $EVCXR_VERSION (cargo install --locked; about 13-17 min cold)"
+  cargo install --locked "evcxr_jupyter@$EVCXR_VERSION" --root "$TOOLS/evcxr"
+fi
+# 2. nbconvert.
+if [ ! -x "$TOOLS/venv/bin/jupyter-nbconvert" ]; then
+  log "installing nbconvert"
+  python3 -m venv "$TOOLS/venv"
+  "$TOOLS/venv/bin/pip" install --quiet -r requirements.txt
+fi
+export PATH="$TOOLS/evcxr/bin:$TOOLS/venv/bin:$PATH"
+# 3. evcxr's configuration, its build folder and the kernel spec, all under $TOOLS.
+export EVCXR_CONFIG_DIR="$TOOLS/config"
+mkdir -p "$EVCXR_CONFIG_DIR" "$TOOLS/build/tmp" "$TOOLS/build/.cargo"
+printf ':opt 0\n:cache 2000\n:preserve_vars_on_panic 0\n' > "$EVCXR_CONFIG_DIR/init.evcxr"
+cat > "$TOOLS/build/.cargo/config.toml" <<'TOML'
+[profile.dev.package."*"]
+opt-level = 3
+debug = false
+TOML
+export EVCXR_TMPDIR="$TOOLS/build/tmp"
+export XDG_CACHE_HOME="$TOOLS/cache"
+export JUPYTER_DATA_DIR="$TOOLS/jupyter"
+export JUPYTER_PATH="$TOOLS/jupyter"
+evcxr_jupyter --install >/dev/null
+# 4. Run.
+out=$(mktemp -d)
+failed=()
+for nb in "${notebooks[@]}"; do
+  log "executing $nb"
+  t0=$(date +%s)
+  args=(--to notebook --execute --ExecutePreprocessor.kernel_name=rust
+        --ExecutePreprocessor.timeout=1800 --ExecutePreprocessor.startup_timeout=600)
+  if [ $write = 1 ]; then args+=(--inplace); else args+=(--output-dir "$out"); fi
+  if jupyter nbconvert "${args[@]}" "$nb"; then
+    log "ok: $nb ($(( $(date +%s) - t0 )) s)"
+  else
+    log "FAILED: $nb ($(( $(date +%s) - t0 )) s)"
+    failed+=("$nb")
+  fi
+done
+rm -rf "$out"
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "notebook check failed: ${failed[*]}" >&2
+  exit 1
+fi
+log "all ${#notebooks[@]} notebooks ran"

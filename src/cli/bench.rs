@@ -1,0 +1,101 @@
+//! `drift bench`: throughput of the shipped models on this machine, one JSON line per case
+//! (the same measurements as `cargo bench`, without building the bench profile).
+
+use std::path::Path;
+
+use anyhow::Result;
+use candle_core::{DType, Device, Tensor};
+use drift::core::bench::{matmul_gflops, median_seconds};
+use drift::core::rng::RngKey;
+use drift::dllm::model::{DiffusionLm, LoadOptions};
+use drift::flow::grpo::{ImageTask, ShapesTask};
+use drift::flow::model::load_dit_frozen;
+use drift::samplers::flow::{rollout_sde, sample_ode, RolloutConfig, Schedule, ScheduleConfig};
+use serde_json::json;
+
+/// The cases `drift bench` knows.
+pub const CASES: &[&str] = &["matmul", "dllm", "flow"];
+
+/// Runs `cases` (all when empty) with `iters` timed repetitions each.
+pub fn run(cases: &[String], iters: usize) -> Result<()> {
+    let all: Vec<String> = CASES.iter().map(|c| c.to_string()).collect();
+    let cases = if cases.is_empty() { &all } else { cases };
+    for c in cases {
+        match c.as_str() {
+            "matmul" => matmul(iters)?,
+            "dllm" => dllm(iters)?,
+            "flow" => flow(iters)?,
+            other => {
+                return Err(super::usage(format!(
+                    "unknown bench case {other:?}: expected one of {CASES:?}"
+                )))
+            }
+        }
+    }
+    Ok(())
+}
+
+fn matmul(_iters: usize) -> Result<()> {
+    let gflops = matmul_gflops(1024, &Device::Cpu)?;
+    println!("{}", json!({"case": "matmul", "n": 1024, "dtype": "f32", "gflops": gflops}));
+    Ok(())
+}
+
+/// The shipped code dLLM: one frozen forward over 16 rows × 200 positions (a rollout step)
+/// and one tracked forward + backward (a training micro-batch).
+fn dllm(iters: usize) -> Result<()> {
+    let dir = Path::new("examples/checkpoints/dllm-code-v1");
+    super::existing_dir(dir, "the shipped dLLM")?;
+    let (b, t) = (16, 200);
+    let ids = (RngKey::new(3).uniform((b, t), DType::F32, &Device::Cpu)? * 90.0)?
+        .floor()?
+        .affine(1.0, 4.0)?
+        .to_dtype(DType::U32)?;
+    for tracked in [false, true] {
+        let opts = if tracked { LoadOptions::trainable() } else { LoadOptions::frozen() };
+        let model = DiffusionLm::from_dir(dir, &opts)?;
+        let secs = median_seconds(iters, || -> Result<()> {
+            let logits = model.raw_logits(&ids, None)?;
+            if tracked {
+                logits.sqr()?.mean_all()?.backward()?;
+            }
+            Ok(())
+        });
+        let line = json!({
+            "case": "dllm", "model": dir.display().to_string(), "params": model.num_parameters(),
+            "mode": if tracked { "forward+backward" } else { "forward" },
+            "batch": b, "seq_len": t, "seconds": secs, "tokens_per_s": (b * t) as f64 / secs,
+        });
+        println!("{line}");
+    }
+    Ok(())
+}
+
+/// The shipped shapes DiT: 32 images with the 10-step ODE and the 10-step Flow-GRPO SDE.
+fn flow(iters: usize) -> Result<()> {
+    let dir = Path::new("examples/checkpoints/flow-shapes-v0");
+    super::existing_dir(dir, "the shipped DiT")?;
+    let dev = Device::Cpu;
+    let model = load_dit_frozen(dir, &dev)?;
+    let task = ShapesTask::new()?;
+    let prompts = &task.eval_prompts()[..32];
+    let cond = task.encode(prompts, &dev)?;
+    let mc = *model.config();
+    let x = Tensor::randn(0f32, 1.0, (32, mc.channels, mc.image_size, mc.image_size), &dev)?;
+    let schedule = Schedule::new(&ScheduleConfig::default())?;
+    let rows: Vec<u64> = (0..32).collect();
+    let ode = median_seconds(iters, || sample_ode(&model, &x, &cond, &schedule, None));
+    let cfg = RolloutConfig::default();
+    let sde = median_seconds(iters, || {
+        rollout_sde(&model, &x, &cond, &schedule, &cfg, None, RngKey::new(0), &rows)
+    });
+    for (sampler, secs) in [("ode", ode), ("flow_grpo_sde", sde)] {
+        let line = json!({
+            "case": "flow", "model": dir.display().to_string(), "sampler": sampler, "steps": 10,
+            "batch": 32, "seconds": secs, "images_per_s": 32.0 / secs,
+            "model_evals_per_s": 320.0 / secs,
+        });
+        println!("{line}");
+    }
+    Ok(())
+}
