@@ -24,11 +24,11 @@ if [ ${#notebooks[@]} -eq 0 ]; then notebooks=(*.ipynb); fi
 start=$(date +%s)
 log() { echo "[notebooks $(( $(date +%s) - start )) s] $*"; }
 
-# 1. The kernel.
-if ! "$TOOLS/evcxr/bin/evcxr_jupyter" --version 2>/dev/null | grep -q "$EVCXR_VERSION"; then
+# 1. The kernel (`cargo install` is a no-op when this version is already there).
+if [ ! -x "$TOOLS/evcxr/bin/evcxr_jupyter" ]; then
   log "installing evcxr_jupyter $EVCXR_VERSION (cargo install --locked; about 13-17 min cold)"
-  cargo install --locked "evcxr_jupyter@$EVCXR_VERSION" --root "$TOOLS/evcxr"
 fi
+cargo install --quiet --locked "evcxr_jupyter@$EVCXR_VERSION" --root "$TOOLS/evcxr"
 # 2. nbconvert.
 if [ ! -x "$TOOLS/venv/bin/jupyter-nbconvert" ]; then
   log "installing nbconvert"
