@@ -1,7 +1,7 @@
 //! `drift sample dllm` and `drift sample flow`: draw samples from a saved model and print them
 //! as JSON lines (a dLLM's completions; a DiT's verifier verdicts, with a captioned grid PNG).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{Context, Result};
 use candle_core::Device;
@@ -141,7 +141,7 @@ pub fn step_kind(name: &str, level: f64) -> Result<StepKind> {
 
 /// Samples `n` images of each prompt (shapes-world grammar), prints each image's verifier
 /// verdict as a JSON line and writes a captioned grid to `out`.
-pub fn flow(model_dir: &Path, prompts: &[String], s: &FlowSampling, out: &PathBuf) -> Result<()> {
+pub fn flow(model_dir: &Path, prompts: &[String], s: &FlowSampling, out: &Path) -> Result<()> {
     super::existing_dir(model_dir, "--model")?;
     let parsed = prompts
         .iter()
