@@ -28,8 +28,8 @@ Examples:
   drift bench flow
 
 Configs are TOML files; `--set key.path=value` overrides any field (values parsed as TOML).
-Progress bars are drawn only on a terminal; with NO_COLOR set or stdout not a terminal, progress
-is printed as plain lines.
+Progress bars are drawn only when stderr is a terminal; otherwise (logs, CI, pipes) progress is
+one plain line every 5% of the run. NO_COLOR turns the bar's colours off.
 
 Exit status: 0 success; 1 the run failed (I/O, a model error, a diverged loss); 2 bad usage
 (an unknown flag or subcommand, a missing or invalid config file, an unknown config key, an

@@ -203,3 +203,27 @@ fn presets_lists_every_loss_preset() {
         assert!(text.contains(&format!("{name}:")), "{name} missing: {text}");
     }
 }
+
+#[test]
+fn progress_is_plain_lines_when_stderr_is_not_a_terminal() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let config = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/configs/pretrain_dllm_code.toml");
+    let sets = [
+        "steps=2",
+        "optim.schedule.total=2",
+        "optim.schedule.warmup=1",
+        "batch=2",
+        "model.d_model=32",
+        "model.mlp_hidden=64",
+        "model.n_layers=1",
+    ];
+    let mut args = vec!["pretrain", "dllm", "--config", config, "--out", out.to_str().unwrap()];
+    for s in &sets {
+        args.extend(["--set", s]);
+    }
+    let (code, text) = drift(&args);
+    assert_eq!(code, 0, "{text}");
+    assert!(text.contains("step 2/2: loss"), "one plain line per reported step: {text}");
+    assert!(!text.contains('\r') && !text.contains('\x1b'), "no redraws or colours: {text:?}");
+}
