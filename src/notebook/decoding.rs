@@ -9,15 +9,11 @@
 use std::time::Instant;
 
 use drift_core::metrics::{LineChart, Series};
-use drift_core::rng::RngKey;
-use drift_dllm::grpo::{TaskScore, TextTask};
+use drift_dllm::grpo::{decode_and_score, TaskScore, TextTask};
 use drift_dllm::model::DiffusionLm;
-use drift_dllm::tokenizer::PAD_ID;
 use drift_rewards::image::font::{draw_text, has_glyph};
 use drift_rewards::image::Image;
-use drift_samplers::dllm::{
-    decode, DecodeBatch, DecodeConfig, Padding, PositionRule, ProposalConfig, Trajectory,
-};
+use drift_samplers::dllm::{DecodeConfig, PositionRule, Trajectory};
 
 use super::display::{colormap, Png, Table};
 use super::{Result, StudyError};
@@ -78,7 +74,7 @@ impl DecodeRun {
 }
 
 /// Decodes `items` greedily (temperature 0) with `cfg`, `batch` rows at a time, and scores
-/// each completion with the task.
+/// each completion with the task (`drift_dllm::grpo::decode_and_score`, the trainer's eval).
 pub fn decode_items<T: TextTask>(
     model: &DiffusionLm,
     task: &T,
@@ -87,32 +83,11 @@ pub fn decode_items<T: TextTask>(
     batch: usize,
 ) -> Result<DecodeRun> {
     let t0 = Instant::now();
-    let cfg = DecodeConfig {
-        proposal: ProposalConfig { temperature: 0.0, ..cfg.proposal },
-        ..cfg.clone()
-    };
     let (mut trajectories, mut completions, mut scores) = (Vec::new(), Vec::new(), Vec::new());
-    for (k, chunk) in items.chunks(batch.max(1)).enumerate() {
-        let prompts =
-            chunk.iter().map(|i| task.prompt_ids(i)).collect::<std::result::Result<Vec<_>, _>>()?;
-        let b = DecodeBatch {
-            prompts: &prompts,
-            group_size: 1,
-            pad_id: PAD_ID,
-            padding: Padding::Visible,
-            first_row: (k * batch.max(1)) as u64,
-        };
-        let traj = decode(model, &cfg, &b, RngKey::new(0), model.device())?;
-        let p = traj.prompt_len;
-        let texts = traj
-            .tokens
-            .to_vec2::<u32>()?
-            .iter()
-            .map(|r| task.completion_text(&r[p..]))
-            .collect::<std::result::Result<Vec<_>, _>>()?;
-        scores.extend(task.score(chunk, &texts));
-        completions.extend(texts);
-        trajectories.push(traj);
+    for b in decode_and_score(model, task, items, cfg, batch)? {
+        trajectories.push(b.trajectory);
+        completions.extend(b.completions);
+        scores.extend(b.scores);
     }
     let evaluations = trajectories.iter().map(|t| t.evaluations as f64).sum::<f64>()
         / trajectories.len().max(1) as f64;
@@ -288,6 +263,7 @@ pub fn commit_order_picture<T: TextTask>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use drift_core::rng::RngKey;
     use drift_dllm::grpo::CodeTask;
     use drift_dllm::model::{LoadOptions, TinySize};
     use drift_dllm::tokenizer::{CharTokenizer, Tokenizer};

@@ -14,7 +14,7 @@ use drift_core::metrics::{LineChart, Series};
 use drift_core::rng::RngKey;
 use drift_flow::grpo::rollout::initial_noise;
 use drift_flow::grpo::task::tensor_to_images;
-use drift_flow::grpo::{rms_distance, ImageTask, ShapesTask};
+use drift_flow::grpo::{mean_pairwise_distance, ImageTask, ShapesTask};
 use drift_flow::model::Dit;
 use drift_rewards::image::{grid, GridOptions, Image};
 use drift_rewards::shapes::{verify, Prompt};
@@ -118,19 +118,6 @@ pub struct SdeSweep {
     pub samples: usize,
 }
 
-fn mean_pairwise(images: &[Image], k: usize) -> f64 {
-    let (mut total, mut pairs) = (0.0, 0usize);
-    for group in images.chunks(k) {
-        for i in 0..group.len() {
-            for j in i + 1..group.len() {
-                total += rms_distance(&group[i], &group[j]);
-                pairs += 1;
-            }
-        }
-    }
-    total / pairs.max(1) as f64
-}
-
 /// Samples `samples` images of each of `prompts` under every setting from the same initial
 /// noise (rows keyed by `seed`), and measures each setting.
 pub fn sde_sweep(
@@ -186,7 +173,7 @@ pub fn sde_sweep(
             level: step_level(&s.step),
             steps: s.steps,
             log_prob,
-            diversity: mean_pairwise(&images, samples),
+            diversity: mean_pairwise_distance(&images, samples),
             strict: verdicts.iter().filter(|v| v.strict).count() as f64 / n,
             partial: verdicts.iter().map(|v| v.score).sum::<f64>() / n,
             seconds: t0.elapsed().as_secs_f64(),

@@ -104,8 +104,14 @@ pub fn diversity<T: ImageTask>(
     let repeated: Vec<T::Prompt> =
         prompts.iter().flat_map(|p| std::iter::repeat_n(p.clone(), k)).collect();
     let images = sample_prompts(model, task, &repeated, s, 1 << 40)?;
+    Ok(mean_pairwise_distance(&images, k))
+}
+
+/// Mean [`rms_distance`] over the pairs within each consecutive group of `k` images (the
+/// samples of one prompt); 0 when no group has two images.
+pub fn mean_pairwise_distance(images: &[Image], k: usize) -> f64 {
     let (mut total, mut pairs) = (0.0, 0usize);
-    for group in images.chunks(k) {
+    for group in images.chunks(k.max(1)) {
         for i in 0..group.len() {
             for j in i + 1..group.len() {
                 total += rms_distance(&group[i], &group[j]);
@@ -113,7 +119,7 @@ pub fn diversity<T: ImageTask>(
             }
         }
     }
-    Ok(total / pairs.max(1) as f64)
+    total / pairs.max(1) as f64
 }
 
 /// Evaluates `model` on `prompts`: reward mean, strict accuracy, JPEG compressibility, and a

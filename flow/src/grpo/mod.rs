@@ -23,7 +23,10 @@ pub mod trainer;
 pub mod update;
 
 pub use config::{FlowGrpoConfig, KlStd};
-pub use eval::{diversity, evaluate, rms_distance, sample_prompts, EvalReport, EvalSampling};
+pub use eval::{
+    diversity, evaluate, mean_pairwise_distance, rms_distance, sample_prompts, EvalReport,
+    EvalSampling,
+};
 pub use rollout::{sample_batch, RolloutBatch};
 pub use shapes::{shapes_reward, RewardTerm, ShapesTask, SHAPES_REWARDS};
 pub use task::{ImageReward, ImageTask};
