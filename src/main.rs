@@ -122,6 +122,28 @@ enum TrainCmd {
     },
 }
 
+/// The dLLM decoding canvas, shared by `eval dllm` and `sample dllm`.
+#[derive(clap::Args, Debug)]
+struct CanvasArgs {
+    /// Completion length (masks after the prompt).
+    #[arg(long, default_value_t = cli::dllm::CODE_COMPLETION_LEN)]
+    gen_length: usize,
+    /// Block length (default: one block of gen_length).
+    #[arg(long)]
+    block_length: Option<usize>,
+    /// Denoising steps in total (default: gen_length, one token per step).
+    #[arg(long)]
+    steps: Option<usize>,
+}
+
+impl CanvasArgs {
+    /// `(gen_length, block_length, steps)` with the defaults filled in.
+    fn resolve(&self) -> (usize, usize, usize) {
+        let l = self.gen_length;
+        (l, self.block_length.unwrap_or(l), self.steps.unwrap_or(l))
+    }
+}
+
 #[derive(Subcommand, Debug)]
 enum SampleCmd {
     /// Decode completions of prompts with a saved dLLM; one JSON line per completion.
@@ -136,15 +158,8 @@ enum SampleCmd {
         /// A prompt (repeatable).
         #[arg(long, required = true)]
         prompt: Vec<String>,
-        /// Completion length.
-        #[arg(long, default_value_t = cli::dllm::CODE_COMPLETION_LEN)]
-        gen_length: usize,
-        /// Block length (default: one block).
-        #[arg(long)]
-        block_length: Option<usize>,
-        /// Denoising steps (default: gen_length).
-        #[arg(long)]
-        steps: Option<usize>,
+        #[command(flatten)]
+        canvas: CanvasArgs,
         /// Position rule: low_confidence, margin, entropy, random, threshold, origin.
         #[arg(long, default_value = "low_confidence")]
         rule: String,
@@ -253,23 +268,16 @@ enum EvalCmd {
     /// Held-out pass rate of a dLLM on the code world: greedy low-confidence decoding of the
     /// held-out specs, scored by the sandboxed code reward (all tests pass = a pass).
     ///
-    /// Example: drift eval dllm --model examples/checkpoints/dllm-code-v0 --n 256
+    /// Example: drift eval dllm --model examples/checkpoints/dllm-code-v1 --n 64 --split train
     Dllm {
         /// Model directory (config.json + model.safetensors + drift_char_tokenizer.json).
         #[arg(long)]
         model: PathBuf,
-        /// Held-out items scored (the first N of the held-out split).
+        /// Items scored (the first N of --split).
         #[arg(long, default_value_t = 256)]
         n: usize,
-        /// Completion length (masks after the prompt).
-        #[arg(long, default_value_t = cli::dllm::CODE_COMPLETION_LEN)]
-        gen_length: usize,
-        /// Block length (default: one block of gen_length).
-        #[arg(long)]
-        block_length: Option<usize>,
-        /// Denoising steps in total (default: gen_length, one token per step).
-        #[arg(long)]
-        steps: Option<usize>,
+        #[command(flatten)]
+        canvas: CanvasArgs,
         /// Rows decoded together.
         #[arg(long, default_value_t = 32)]
         batch: usize,
@@ -319,19 +327,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Some(Command::Eval(EvalCmd::Flow { model, steps, cfg, seed, out })) => {
             cli::flow::eval(&model, steps, cfg, seed, out)?;
         }
-        Some(Command::Eval(EvalCmd::Dllm {
-            model,
-            n,
-            gen_length,
-            block_length,
-            steps,
-            batch,
-            split,
-            out,
-        })) => {
+        Some(Command::Eval(EvalCmd::Dllm { model, n, canvas, batch, split, out })) => {
             cli::existing_dir(&model, "--model")?;
-            let block_length = block_length.unwrap_or(gen_length);
-            let steps = steps.unwrap_or(gen_length);
+            let (gen_length, block_length, steps) = canvas.resolve();
             let split = if split == "train" {
                 drift::rewards::worlds::Split::Train
             } else {
@@ -346,22 +344,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
 
 fn sample(cmd: SampleCmd) -> anyhow::Result<()> {
     match cmd {
-        SampleCmd::Dllm {
-            model,
-            prompt,
-            gen_length,
-            block_length,
-            steps,
-            rule,
-            tau,
-            temperature,
-            n,
-            seed,
-        } => {
+        SampleCmd::Dllm { model, prompt, canvas, rule, tau, temperature, n, seed } => {
+            let (gen_length, block_length, steps) = canvas.resolve();
             let s = cli::sample::DllmSampling {
                 gen_length,
-                block_length: block_length.unwrap_or(gen_length),
-                steps: steps.unwrap_or(gen_length),
+                block_length,
+                steps,
                 rule: cli::sample::position_rule(&rule, tau)?,
                 temperature,
                 n: n.max(1),
