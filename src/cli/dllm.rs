@@ -9,24 +9,17 @@
 //! 10% of templates held out), the split every shipped model and evaluation uses.
 
 use std::path::Path;
-use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
 use candle_core::Device;
-use drift_core::rng::RngKey;
-use drift_dllm::grpo::{train_dllm_grpo, CodeTask, DllmGrpoConfig};
+use drift_dllm::grpo::{decode_and_score, train_dllm_grpo, CodeTask, DllmGrpoConfig, TaskScore};
 use drift_dllm::model::{DiffusionLm, LoadOptions};
 use drift_dllm::pretrain_run::{pretrain_dllm, PretrainDllmConfig, SftExample};
-use drift_dllm::tokenizer::{CharTokenizer, Tokenizer, BOS_ID, CHAR_TOKENIZER_FILE, PAD_ID};
+use drift_dllm::tokenizer::{CharTokenizer, Tokenizer, CHAR_TOKENIZER_FILE};
 use drift_dllm::DllmError;
-use drift_rewards::code::{CodeReward, CodeRewardConfig};
-use drift_rewards::pool::{Pool, PoolConfig};
-use drift_rewards::reward::TextSample;
 use drift_rewards::worlds::code::{CodeItem, CodeWorld, CodeWorldConfig};
 use drift_rewards::worlds::{Split, TextItem};
-use drift_samplers::dllm::{
-    decode, DecodeBatch, DecodeConfig, Padding, PositionRule, ProposalConfig,
-};
+use drift_samplers::dllm::{DecodeConfig, PositionRule};
 
 /// The prompt text of a code item in the corpus format.
 pub fn prompt_text(item: &CodeItem) -> String {
@@ -174,89 +167,41 @@ pub struct Scored {
     pub passed: bool,
 }
 
-/// Greedy low-confidence decoding of `prompts` (token ids, no specials) with `model`: the
-/// samplers' `decode` with temperature 0 and LLaDA's quota (`steps / blocks` per block), on
-/// the training row layout `[PAD…] BOS prompt [MASK; gen_length]`. Returns the completions.
-pub fn greedy_decode(
-    model: &DiffusionLm,
-    prompts: &[Vec<u32>],
-    opts: &EvalOptions,
-) -> Result<Vec<Vec<u32>>> {
+impl Scored {
+    /// `completion` of `item` with its task score.
+    pub fn new(item: &CodeItem, completion: String, s: &TaskScore) -> Self {
+        let part = |name: &str| s.components.iter().find(|c| c.0 == name).map_or(0.0, |c| c.1);
+        Self {
+            id: item.id.clone(),
+            template: item.template.clone(),
+            completion,
+            reward: s.reward,
+            execution: part("code_execution"),
+            format: part("code_format"),
+            passed: s.passed,
+        }
+    }
+}
+
+/// Decodes the first `opts.n` items of `opts.split` greedily with low-confidence remasking
+/// (`drift_dllm::grpo::decode_and_score`, the trainer's evaluation) and scores them with the
+/// code reward (format gate + sandboxed tests).
+pub fn evaluate(model: &DiffusionLm, opts: &EvalOptions) -> Result<Vec<Scored>> {
+    if !matches!(model.tokenizer(), Some(Tokenizer::Char(_))) {
+        bail!("the model has no drift character tokenizer ({CHAR_TOKENIZER_FILE})");
+    }
+    let task = CodeTask::new()?;
+    let items = task.world().items(opts.split, opts.n);
     let cfg = DecodeConfig {
         gen_length: opts.gen_length,
         block_length: opts.block_length,
         steps: opts.steps,
-        proposal: ProposalConfig::default(),
         position: PositionRule::LowConfidence,
         ..DecodeConfig::default()
     };
-    let with_bos: Vec<Vec<u32>> = prompts
-        .iter()
-        .map(|p| std::iter::once(BOS_ID).chain(p.iter().copied()).collect())
-        .collect();
-    let batch = DecodeBatch {
-        prompts: &with_bos,
-        group_size: 1,
-        pad_id: PAD_ID,
-        padding: Padding::Visible,
-        first_row: 0,
-    };
-    let traj = decode(model, &cfg, &batch, RngKey::new(0), model.device())?;
-    let p = traj.prompt_len;
-    Ok(traj.tokens.to_vec2::<u32>()?.into_iter().map(|r| r[p..].to_vec()).collect())
-}
-
-/// Decodes the first `opts.n` items of `opts.split` with `model` and scores them with the code
-/// reward (format gate + sandboxed tests).
-pub fn evaluate(model: &DiffusionLm, opts: &EvalOptions) -> Result<Vec<Scored>> {
-    let tok = match model.tokenizer() {
-        Some(Tokenizer::Char(t)) => t.clone(),
-        _ => bail!("the model has no drift character tokenizer ({CHAR_TOKENIZER_FILE})"),
-    };
-    let items = code_world()?.items(opts.split, opts.n);
-    let reward = Arc::new(CodeReward::new(&CodeRewardConfig::default())?);
-    let pool = Pool::new(&PoolConfig::default())?;
-    let mut out = Vec::with_capacity(items.len());
-    for chunk in items.chunks(opts.batch.max(1)) {
-        let prompts =
-            chunk.iter().map(|i| tok.encode(&prompt_text(i))).collect::<Result<Vec<_>, _>>()?;
-        let completions = greedy_decode(model, &prompts, opts)?;
-        let texts =
-            completions.iter().map(|ids| tok.decode(ids, true)).collect::<Result<Vec<_>, _>>()?;
-        out.extend(score(&reward, &pool, chunk, texts));
-    }
-    Ok(out)
-}
-
-/// Scores `completions[i]` as the answer to `items[i]` with the code reward.
-pub fn score(
-    reward: &Arc<CodeReward>,
-    pool: &Pool,
-    items: &[CodeItem],
-    completions: Vec<String>,
-) -> Vec<Scored> {
-    let samples: Vec<TextSample<CodeItem>> =
-        items.iter().zip(completions).map(|(item, c)| TextSample::new(item.clone(), c)).collect();
-    let outcomes = pool.evaluate(reward, samples.clone());
-    samples
-        .into_iter()
-        .zip(outcomes)
-        .map(|(s, o)| {
-            let part = |name: &str| {
-                o.details.components.iter().find(|c| c.name == name).map_or(0.0, |c| c.score)
-            };
-            let (format, execution) = (part("code_format"), part("code_execution"));
-            Scored {
-                id: s.task.id.clone(),
-                template: s.task.template.clone(),
-                completion: s.completion,
-                reward: o.score,
-                execution,
-                format,
-                passed: o.is_ok() && format == 1.0 && execution == 1.0,
-            }
-        })
-        .collect()
+    let batches = decode_and_score(model, &task, &items, &cfg, opts.batch)?;
+    let scored = batches.into_iter().flat_map(|b| b.completions.into_iter().zip(b.scores));
+    Ok(items.iter().zip(scored).map(|(item, (c, s))| Scored::new(item, c, &s)).collect())
 }
 
 /// `held_out` or `train`.
@@ -306,18 +251,22 @@ pub fn eval(model_dir: &Path, opts: &EvalOptions, out: Option<&Path>) -> Result<
 #[cfg(test)]
 mod tests {
     use super::*;
+    use drift_dllm::grpo::TextTask;
 
     #[test]
     fn reference_targets_pass_and_a_wrong_body_fails_through_the_eval_scoring() {
         let world = code_world().unwrap();
         let items = world.items(Split::HeldOut, 4);
-        let reward = Arc::new(CodeReward::new(&CodeRewardConfig::default()).unwrap());
-        let pool = Pool::new(&PoolConfig::default()).unwrap();
+        let task = CodeTask::new().unwrap();
+        let scored = |texts: Vec<String>| -> Vec<Scored> {
+            let scores = task.score(&items, &texts);
+            items.iter().zip(texts).zip(&scores).map(|((i, c), s)| Scored::new(i, c, s)).collect()
+        };
         let good: Vec<String> = items.iter().map(TextItem::target).collect();
-        assert!(score(&reward, &pool, &items, good).iter().all(|s| s.passed && s.format == 1.0));
+        assert!(scored(good).iter().all(|s| s.passed && s.format == 1.0 && s.execution == 1.0));
         let bad = vec!["```python\ndef f(x):\n    return None\n```".to_string(); 4];
-        let scored = score(&reward, &pool, &items, bad);
-        assert!(scored.iter().all(|s| !s.passed && s.format == 1.0), "{scored:?}");
+        let bad = scored(bad);
+        assert!(bad.iter().all(|s| !s.passed && s.format == 1.0 && s.execution == 0.0), "{bad:?}");
         let tok = CharTokenizer::ascii();
         let longest = longest_target(&world, &tok).unwrap().0;
         assert_eq!(CODE_COMPLETION_LEN, longest + 1);

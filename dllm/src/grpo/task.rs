@@ -20,6 +20,9 @@ pub struct TaskScore {
     pub passed: bool,
     /// Why the reward failed, when it did (a crash, a timeout): contained, scored 0.
     pub failure: Option<String>,
+    /// The reward's named parts (for the code reward `code_format` and `code_execution`,
+    /// each in `[0, 1]`); empty when the task's reward has none.
+    pub components: Vec<(String, f64)>,
 }
 
 /// A text task for dLLM RL: train prompts keyed by `(seed, index)`, a fixed held-out split and
@@ -121,6 +124,12 @@ impl TextTask for CodeTask {
                     reward: o.score,
                     passed,
                     failure: o.failure.as_ref().map(|f| format!("{f:?}")),
+                    components: o
+                        .details
+                        .components
+                        .iter()
+                        .map(|c| (c.name.to_string(), c.score))
+                        .collect(),
                 }
             })
             .collect()

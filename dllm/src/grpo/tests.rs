@@ -40,7 +40,7 @@ impl TextTask for Toy {
             .iter()
             .map(|c| {
                 let a = c.chars().filter(|&ch| ch == 'a').count() as f64 / 8.0;
-                TaskScore { reward: a, passed: a >= 0.5, failure: None }
+                TaskScore { reward: a, passed: a >= 0.5, failure: None, components: Vec::new() }
             })
             .collect()
     }
