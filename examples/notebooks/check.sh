@@ -29,6 +29,11 @@ if [ ! -x "$TOOLS/evcxr/bin/evcxr_jupyter" ]; then
   log "installing evcxr_jupyter $EVCXR_VERSION (cargo install --locked; about 13-17 min cold)"
 fi
 cargo install --quiet --locked "evcxr_jupyter@$EVCXR_VERSION" --root "$TOOLS/evcxr"
+# evcxr infers the types of a cell's variables with rust-analyzer, which reads the standard
+# library's sources: make sure they are there (a no-op when they are).
+if command -v rustup >/dev/null 2>&1; then
+  rustup component add rust-src >/dev/null 2>&1 || log "warning: could not add rust-src"
+fi
 # 2. nbconvert.
 if [ ! -x "$TOOLS/venv/bin/jupyter-nbconvert" ]; then
   log "installing nbconvert"
