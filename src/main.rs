@@ -330,11 +330,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Some(Command::Eval(EvalCmd::Dllm { model, n, canvas, batch, split, out })) => {
             cli::existing_dir(&model, "--model")?;
             let (gen_length, block_length, steps) = canvas.resolve();
-            let split = if split == "train" {
-                drift::rewards::worlds::Split::Train
-            } else {
-                drift::rewards::worlds::Split::HeldOut
-            };
+            use drift::rewards::worlds::Split;
+            let split =
+                [Split::Train, Split::HeldOut].into_iter().find(|s| s.name() == split).ok_or_else(
+                    || cli::usage(format!("--split {split:?}: expected train or held_out")),
+                )?;
             let opts = cli::dllm::EvalOptions { n, gen_length, block_length, steps, batch, split };
             cli::dllm::eval(&model, &opts, out.as_deref())?;
         }

@@ -204,14 +204,6 @@ pub fn evaluate(model: &DiffusionLm, opts: &EvalOptions) -> Result<Vec<Scored>> 
     Ok(items.iter().zip(scored).map(|(item, (c, s))| Scored::new(item, c, &s)).collect())
 }
 
-/// `held_out` or `train`.
-pub fn split_name(split: Split) -> &'static str {
-    match split {
-        Split::Train => "train",
-        Split::HeldOut => "held_out",
-    }
-}
-
 /// `drift eval dllm`: held-out pass rate of a saved model on the code world.
 pub fn eval(model_dir: &Path, opts: &EvalOptions, out: Option<&Path>) -> Result<()> {
     let model = DiffusionLm::from_dir(model_dir, &LoadOptions::frozen())?;
@@ -221,7 +213,7 @@ pub fn eval(model_dir: &Path, opts: &EvalOptions, out: Option<&Path>) -> Result<
     let mean = |f: fn(&Scored) -> f64| scored.iter().map(f).sum::<f64>() / n;
     let pass = mean(|s| f64::from(u8::from(s.passed)));
     let summary = serde_json::json!({
-        "eval": format!("dllm/code/{}", split_name(opts.split)),
+        "eval": format!("dllm/code/{}", opts.split.name()),
         "model": model_dir.display().to_string(),
         "samples": scored.len(),
         "gen_length": opts.gen_length,

@@ -27,6 +27,14 @@ impl Split {
             Self::HeldOut => 2,
         }
     }
+
+    /// The split's name, as serde writes it: `train` or `held_out`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Train => "train",
+            Self::HeldOut => "held_out",
+        }
+    }
 }
 
 /// The split of `unit` under `seed` and `held_out_percent` (module rule).
@@ -75,5 +83,12 @@ mod tests {
         assert_ne!(held, 0);
         assert!(other > 0);
         assert!(check_percent(0).is_err() && check_percent(10).is_ok());
+    }
+
+    #[test]
+    fn split_names_are_the_serde_names() {
+        for s in [Split::Train, Split::HeldOut] {
+            assert_eq!(serde_json::to_string(&s).unwrap(), format!("\"{}\"", s.name()));
+        }
     }
 }
