@@ -51,6 +51,13 @@ opt-level = 3
 debug = false
 TOML
 export EVCXR_TMPDIR="$TOOLS/build/tmp"
+# evcxr loads each cell as a shared object linked to the toolchain's libstd-*.so, found through
+# a RUNPATH relative to `target/<triple>/debug/deps`; evcxr 0.22 loads it from `debug/` one
+# level up, so when $TOOLS and the toolchain share a prefix (both under $HOME, as in CI) the
+# relative path misses and dlopen fails ("Kernel died before replying to kernel_info"). Name
+# the toolchain's library folder explicitly: LD_LIBRARY_PATH is searched before RUNPATH.
+host=$(rustc -vV | sed -n 's/^host: //p')
+export LD_LIBRARY_PATH="$(rustc --print sysroot)/lib/rustlib/$host/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export XDG_CACHE_HOME="$TOOLS/cache"
 export JUPYTER_DATA_DIR="$TOOLS/jupyter"
 export JUPYTER_PATH="$TOOLS/jupyter"
