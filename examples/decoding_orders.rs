@@ -19,6 +19,7 @@ use drift::notebook::Png;
 use drift::samplers::dllm::{DecodeConfig, PositionRule};
 
 fn main() -> anyhow::Result<()> {
+    drift::core::alloc::keep_freed_memory();
     let mut args = std::env::args().skip(1);
     let items: usize = args.next().map_or(Ok(8), |a| a.parse())?;
     let out = PathBuf::from(args.next().unwrap_or_else(|| "runs/notebooks/decoding_orders".into()));

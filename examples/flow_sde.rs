@@ -19,6 +19,7 @@ use drift::notebook::flow_sde::{
 use drift::notebook::Png;
 
 fn main() -> anyhow::Result<()> {
+    drift::core::alloc::keep_freed_memory();
     let mut args = std::env::args().skip(1);
     let n: usize = args.next().map_or(Ok(4), |a| a.parse())?;
     let out = PathBuf::from(args.next().unwrap_or_else(|| "runs/notebooks/flow_sde".into()));

@@ -31,6 +31,7 @@
 #![allow(clippy::neg_cmp_op_on_partial_ord)]
 
 pub mod advantage;
+pub mod alloc;
 pub mod bench;
 pub mod error;
 pub mod groups;
