@@ -24,7 +24,7 @@ fn main() -> anyhow::Result<()> {
     let items: usize = args.next().map_or(Ok(8), |a| a.parse())?;
     let out = PathBuf::from(args.next().unwrap_or_else(|| "runs/notebooks/decoding_orders".into()));
     std::fs::create_dir_all(&out)?;
-    let model = DiffusionLm::from_dir("examples/checkpoints/dllm-code-v2", &LoadOptions::frozen())?;
+    let model = DiffusionLm::from_dir("examples/checkpoints/dllm-code-v3", &LoadOptions::frozen())?;
     let task = CodeTask::new()?;
     let held_out = task.eval_items(items);
     let base = DecodeConfig { gen_length: 106, block_length: 106, ..DecodeConfig::default() };

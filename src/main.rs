@@ -22,7 +22,7 @@ const AFTER_HELP: &str = "\
 Examples:
   drift train flow                                   # the main job: Flow-GRPO on the shapes world
   drift train dllm --set recipe=espo --set steps=20  # a dLLM recipe on the code world
-  drift sample dllm --model examples/checkpoints/dllm-code-v2 --prompt 'the sum of the even elements of xs'
+  drift sample dllm --model examples/checkpoints/dllm-code-v3 --prompt 'the sum of the even elements of xs'
   drift sample flow --model examples/checkpoints/flow-shapes-v0 --prompt '2 red circles' --out grid.png
   drift plot runs/flow-grpo/metrics.jsonl --keys reward/mean,clip/frac --out curves.png
   drift bench flow
@@ -152,7 +152,7 @@ enum SampleCmd {
     ///
     /// The prompt is given in drift's corpus format (`BOS prompt\n`), as pretraining saw it.
     ///
-    /// Example: drift sample dllm --model examples/checkpoints/dllm-code-v2 --prompt 'the sum of the even elements of xs' --n 2 --temperature 0.7
+    /// Example: drift sample dllm --model examples/checkpoints/dllm-code-v3 --prompt 'the sum of the even elements of xs' --n 2 --temperature 0.7
     Dllm {
         /// Model directory (config.json + model.safetensors + drift_char_tokenizer.json).
         #[arg(long)]
@@ -270,7 +270,7 @@ enum EvalCmd {
     /// Held-out pass rate of a dLLM on the code world: greedy low-confidence decoding of the
     /// held-out specs, scored by the sandboxed code reward (all tests pass = a pass).
     ///
-    /// Example: drift eval dllm --model examples/checkpoints/dllm-code-v2 --n 64 --split train
+    /// Example: drift eval dllm --model examples/checkpoints/dllm-code-v3 --n 64 --split train
     Dllm {
         /// Model directory (config.json + model.safetensors + drift_char_tokenizer.json).
         #[arg(long)]

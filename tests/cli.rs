@@ -74,7 +74,7 @@ fn usage_errors_exit_2_and_name_the_problem() {
     ]);
     assert_eq!(code, 2, "{text}");
     assert!(text.contains("--sampler \"sde\""), "{text}");
-    let dllm = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/checkpoints/dllm-code-v2");
+    let dllm = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/checkpoints/dllm-code-v3");
     let (code, text) =
         drift(&["sample", "dllm", "--model", dllm, "--prompt", "x", "--rule", "best"]);
     assert_eq!(code, 2, "{text}");
@@ -98,7 +98,7 @@ fn sample_and_plot_run_on_the_shipped_models() {
     assert_eq!(code, 0, "{text}");
     assert_eq!(text.matches("\"prompt\":\"2 red circles\"").count(), 2, "{text}");
     assert!(grid.is_file());
-    let dllm = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/checkpoints/dllm-code-v2");
+    let dllm = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/checkpoints/dllm-code-v3");
     let args = ["sample", "dllm", "--model", dllm, "--prompt", "sum of xs", "--gen-length", "8"];
     let (code, text) = drift(&[&args[..], &["--steps", "4", "--n", "3"]].concat());
     assert_eq!(code, 0, "{text}");

@@ -44,7 +44,7 @@ fn matmul(_iters: usize) -> Result<()> {
 /// The shipped code dLLM: one frozen forward over 16 rows × 200 positions (a rollout step)
 /// and one tracked forward + backward (a training micro-batch).
 fn dllm(iters: usize) -> Result<()> {
-    let dir = Path::new("examples/checkpoints/dllm-code-v2");
+    let dir = Path::new("examples/checkpoints/dllm-code-v3");
     super::existing_dir(dir, "the shipped dLLM")?;
     let (b, t) = (16, 200);
     let ids = (RngKey::new(3).uniform((b, t), DType::F32, &Device::Cpu)? * 90.0)?

@@ -108,7 +108,7 @@ impl Recipe {
 #[serde(deny_unknown_fields, default)]
 pub struct DllmGrpoConfig {
     /// The base model folder (Hugging Face layout). Default the shipped
-    /// `examples/checkpoints/dllm-code-v2`.
+    /// `examples/checkpoints/dllm-code-v3`.
     pub base: PathBuf,
     /// The recipe. Default coupled-GRPO.
     pub recipe: Recipe,
@@ -155,7 +155,7 @@ pub struct DllmGrpoConfig {
 impl Default for DllmGrpoConfig {
     fn default() -> Self {
         Self {
-            base: PathBuf::from("examples/checkpoints/dllm-code-v2"),
+            base: PathBuf::from("examples/checkpoints/dllm-code-v3"),
             recipe: Recipe::default(),
             steps: 30,
             prompts_per_step: 4,
