@@ -7,17 +7,18 @@ use anyhow::{anyhow, bail, Context, Result};
 use serde::de::DeserializeOwned;
 
 /// Reads `path` (TOML; none = all defaults), applies each `key.path=value` override (the value
-/// parsed as a TOML literal, else taken as a string), and decodes the result. Returns the
-/// config and its final TOML text (stored in checkpoints). Every error is a
-/// [`super::UsageError`] (exit status 2).
-pub fn load<T: DeserializeOwned + serde::Serialize>(
+/// parsed as a TOML literal, else taken as a string), lays the result over `T::default()`
+/// (see [`merge`]: a nested table the user touches keeps the *outer* config's defaults for
+/// the keys it leaves out), and decodes it. Returns the config and its final TOML text
+/// (stored in checkpoints). Every error is a [`super::UsageError`] (exit status 2).
+pub fn load<T: DeserializeOwned + serde::Serialize + Default>(
     path: Option<&Path>,
     sets: &[String],
 ) -> Result<(T, String)> {
     load_inner(path, sets).map_err(|e| super::usage(format!("{e:#}")))
 }
 
-fn load_inner<T: DeserializeOwned + serde::Serialize>(
+fn load_inner<T: DeserializeOwned + serde::Serialize + Default>(
     path: Option<&Path>,
     sets: &[String],
 ) -> Result<(T, String)> {
@@ -36,11 +37,36 @@ fn load_inner<T: DeserializeOwned + serde::Serialize>(
         insert(&mut table, key.trim(), value).with_context(|| format!("--set {set:?}"))?;
     }
     let source = path.map_or("the defaults".to_string(), |p| p.display().to_string());
-    let cfg: T = toml::Value::Table(table).try_into().map_err(|e: toml::de::Error| {
+    let mut full = match toml::Value::try_from(T::default()) {
+        Ok(toml::Value::Table(t)) => t,
+        _ => bail!("the default config does not serialise to a TOML table"),
+    };
+    merge(&mut full, table);
+    let cfg: T = toml::Value::Table(full).try_into().map_err(|e: toml::de::Error| {
         anyhow!("invalid config ({source} with --set overrides): {}", e.to_string().trim())
     })?;
     let text = toml::to_string(&cfg).context("config does not serialise back to TOML")?;
     Ok((cfg, text))
+}
+
+/// Lays `over` onto `base` key by key, recursing into tables present in both, so that
+/// `--set decode.proposal.temperature=0.6` changes that one field and leaves the trainer's
+/// default `decode.gen_length` in place (decoding `decode` on its own would fall back to
+/// `DecodeConfig::default()`'s). A table whose `kind` (the tag of an internally tagged enum)
+/// differs from the base's replaces it whole: another variant has other fields.
+fn merge(base: &mut toml::Table, over: toml::Table) {
+    for (key, value) in over {
+        match (base.get_mut(&key), value) {
+            (Some(toml::Value::Table(b)), toml::Value::Table(o))
+                if o.get("kind").is_none_or(|k| b.get("kind") == Some(k)) =>
+            {
+                merge(b, o)
+            }
+            (_, v) => {
+                base.insert(key, v);
+            }
+        }
+    }
 }
 
 fn parse_value(raw: &str) -> toml::Value {
@@ -65,4 +91,95 @@ fn insert(table: &mut toml::Table, key: &str, value: toml::Value) -> Result<()> 
     }
     cur.insert(last.to_string(), value);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde::{Deserialize, Serialize};
+
+    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+    #[serde(deny_unknown_fields, default)]
+    struct Inner {
+        a: u32,
+        b: u32,
+    }
+    impl Default for Inner {
+        fn default() -> Self {
+            Self { a: 1, b: 2 }
+        }
+    }
+
+    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+    #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+    enum Shape {
+        Square { side: u32 },
+        Circle { radius: u32 },
+    }
+
+    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+    #[serde(deny_unknown_fields, default)]
+    struct Outer {
+        inner: Inner,
+        shape: Shape,
+    }
+    impl Default for Outer {
+        // The outer default differs from `Inner::default()`: what a trainer's `decode` does.
+        fn default() -> Self {
+            Self { inner: Inner { a: 10, b: 20 }, shape: Shape::Square { side: 3 } }
+        }
+    }
+
+    fn sets(s: &[&str]) -> Vec<String> {
+        s.iter().map(|x| x.to_string()).collect()
+    }
+
+    #[test]
+    fn a_nested_override_keeps_the_outer_defaults_of_its_siblings() {
+        let (cfg, _) = load_inner::<Outer>(None, &sets(&["inner.a=5"])).unwrap();
+        assert_eq!(cfg.inner, Inner { a: 5, b: 20 });
+        assert_eq!(cfg.shape, Shape::Square { side: 3 });
+    }
+
+    #[test]
+    fn a_tagged_table_of_another_kind_replaces_the_default_whole() {
+        let (cfg, _) =
+            load_inner::<Outer>(None, &sets(&["shape.kind=\"circle\"", "shape.radius=7"])).unwrap();
+        assert_eq!(cfg.shape, Shape::Circle { radius: 7 });
+        let (cfg, _) = load_inner::<Outer>(None, &sets(&["shape.side=9"])).unwrap();
+        assert_eq!(cfg.shape, Shape::Square { side: 9 });
+    }
+
+    /// Laying a shipped config over the defaults must decode to what the file alone decodes
+    /// to: the merge may only fill gaps, never change a run that was already specified.
+    fn shipped_config_is_unchanged_by_the_merge<T>(name: &str)
+    where
+        T: DeserializeOwned + serde::Serialize + Default + PartialEq + std::fmt::Debug,
+    {
+        let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("examples/configs")
+            .join(name);
+        let alone: T = toml::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let (merged, _) = load_inner::<T>(Some(&path), &[]).unwrap();
+        assert_eq!(merged, alone, "{name}");
+    }
+
+    #[test]
+    fn shipped_configs_decode_as_before() {
+        shipped_config_is_unchanged_by_the_merge::<drift_flow::grpo::FlowGrpoConfig>(
+            "flow_grpo_shapes.toml",
+        );
+        shipped_config_is_unchanged_by_the_merge::<drift_flow::pretrain_run::PretrainFlowConfig>(
+            "pretrain_flow.toml",
+        );
+        shipped_config_is_unchanged_by_the_merge::<drift_dllm::pretrain_run::PretrainDllmConfig>(
+            "pretrain_dllm_code.toml",
+        );
+    }
+
+    #[test]
+    fn an_unknown_nested_key_is_still_an_error_naming_it() {
+        let err = load_inner::<Outer>(None, &sets(&["inner.c=1"])).unwrap_err();
+        assert!(format!("{err:#}").contains("unknown field `c`"), "{err:#}");
+    }
 }
