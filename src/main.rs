@@ -14,6 +14,10 @@ use clap::{Parser, Subcommand};
 #[derive(Parser, Debug)]
 #[command(name = "drift", version, about, long_about = None, after_help = AFTER_HELP)]
 struct Cli {
+    /// Where tensors live: cpu, cuda (GPU 0) or cuda:N. CUDA needs a build with
+    /// `--features cuda`.
+    #[arg(long, global = true, default_value = "cpu")]
+    device: String,
     #[command(subcommand)]
     command: Option<Command>,
 }
@@ -66,7 +70,8 @@ enum Command {
     },
     /// Throughput of the shipped models on this machine, one JSON line per case.
     ///
-    /// Cases: matmul (f32 1024³ reference), dllm (shipped code dLLM forward and
+    /// Cases: matmul (f32 1024³ reference; 4096³ on a GPU), rng (one Flow-GRPO rollout
+    /// step's keyed noise, 64 × 3072 normals), dllm (shipped code dLLM forward and
     /// forward+backward, 16 × 200 tokens), flow (shipped DiT, 32 images, 10-step ODE and SDE).
     /// Run from the repository root. Example: drift bench dllm flow --iters 5
     Bench {
@@ -293,12 +298,13 @@ enum EvalCmd {
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
+    let dev = &cli::device::parse(&cli.device)?;
     match cli.command {
         None => {
             use clap::CommandFactory;
             Cli::command().print_help()?;
         }
-        Some(Command::Sample(cmd)) => sample(cmd)?,
+        Some(Command::Sample(cmd)) => sample(cmd, dev)?,
         Some(Command::Plot { metrics, keys, out }) => {
             if !metrics.is_file() {
                 return Err(cli::usage(format!("{}: no such metrics file", metrics.display())));
@@ -307,7 +313,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let plotted = drift::core::metrics::plot_metrics(&metrics, &keys, &out)?;
             println!("{} ({})", out.display(), plotted.join(", "));
         }
-        Some(Command::Bench { cases, iters }) => cli::bench::run(&cases, iters)?,
+        Some(Command::Bench { cases, iters }) => cli::bench::run(&cases, iters, dev)?,
         Some(Command::Presets { completion_len }) => {
             for name in drift::core::loss::PRESETS {
                 let cfg = drift::core::loss::PolicyLossConfig::preset(name, completion_len)?;
@@ -315,19 +321,19 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             }
         }
         Some(Command::Pretrain(PretrainCmd::Flow { config, sets, out })) => {
-            cli::flow::pretrain(config.as_deref(), &sets, &out)?;
+            cli::flow::pretrain(config.as_deref(), &sets, &out, dev)?;
         }
         Some(Command::Pretrain(PretrainCmd::Dllm { config, sets, out })) => {
-            cli::dllm::pretrain(config.as_deref(), &sets, &out)?;
+            cli::dllm::pretrain(config.as_deref(), &sets, &out, dev)?;
         }
         Some(Command::Train(TrainCmd::Flow { config, sets, out })) => {
-            cli::flow::train(config.as_deref(), &sets, &out)?;
+            cli::flow::train(config.as_deref(), &sets, &out, dev)?;
         }
         Some(Command::Train(TrainCmd::Dllm { config, sets, out })) => {
-            cli::dllm::train(config.as_deref(), &sets, &out)?;
+            cli::dllm::train(config.as_deref(), &sets, &out, dev)?;
         }
         Some(Command::Eval(EvalCmd::Flow { model, steps, cfg, seed, out })) => {
-            cli::flow::eval(&model, steps, cfg, seed, out)?;
+            cli::flow::eval(&model, steps, cfg, seed, out, dev)?;
         }
         Some(Command::Eval(EvalCmd::Dllm { model, n, canvas, batch, split, out })) => {
             cli::existing_dir(&model, "--model")?;
@@ -338,13 +344,13 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     || cli::usage(format!("--split {split:?}: expected train or held_out")),
                 )?;
             let opts = cli::dllm::EvalOptions { n, gen_length, block_length, steps, batch, split };
-            cli::dllm::eval(&model, &opts, out.as_deref())?;
+            cli::dllm::eval(&model, &opts, out.as_deref(), dev)?;
         }
     }
     Ok(())
 }
 
-fn sample(cmd: SampleCmd) -> anyhow::Result<()> {
+fn sample(cmd: SampleCmd, dev: &candle_core::Device) -> anyhow::Result<()> {
     match cmd {
         SampleCmd::Dllm { model, prompt, canvas, rule, tau, temperature, n, seed } => {
             let (gen_length, block_length, steps) = canvas.resolve();
@@ -357,12 +363,12 @@ fn sample(cmd: SampleCmd) -> anyhow::Result<()> {
                 n: n.max(1),
                 seed,
             };
-            cli::sample::dllm(&model, &prompt, &s)
+            cli::sample::dllm(&model, &prompt, &s, dev)
         }
         SampleCmd::Flow { model, prompt, n, steps, sampler, noise, cfg, seed, out } => {
             let step = cli::sample::step_kind(&sampler, noise)?;
             let s = cli::sample::FlowSampling { n: n.max(1), steps, step, guidance: cfg, seed };
-            cli::sample::flow(&model, &prompt, &s, &out)
+            cli::sample::flow(&model, &prompt, &s, &out, dev)
         }
     }
 }

@@ -127,46 +127,38 @@ impl RngKey {
 
     /// The 128 random bits of block `index` under this key.
     pub fn block(&self, index: u64) -> [u32; 4] {
+        self.blocks().at(index)
+    }
+
+    /// The block generator of this key, with the key-dependent words computed once.
+    fn blocks(&self) -> Blocks {
         let hi = self.counter_high();
-        philox4x32_10(
-            [index as u32, (index >> 32) as u32, hi as u32, (hi >> 32) as u32],
-            self.philox_key(),
-        )
+        Blocks { hi: [hi as u32, (hi >> 32) as u32], key: self.philox_key() }
     }
 
     /// `n` uniforms in `[0, 1)` with 24 random bits each; element `i` depends only on the key
-    /// and `i`.
+    /// and `i` (word `i mod 4` of block `i / 4`).
     pub fn uniform_f32_vec(&self, n: usize) -> Vec<f32> {
-        (0..n)
-            .map(|i| {
-                let w = self.block((i / 4) as u64)[i % 4];
-                (w >> 8) as f32 * (1.0 / 16_777_216.0)
-            })
-            .collect()
+        let b = self.blocks();
+        fill(n, |i| (b.at((i / 4) as u64)[i % 4] >> 8) as f32 * (1.0 / 16_777_216.0))
     }
 
     /// `n` uniforms in `[0, 1)` with 53 random bits each (for Gumbel noise, as LLaDA draws in
     /// float64).
     pub fn uniform_f64_vec(&self, n: usize) -> Vec<f64> {
-        (0..n)
-            .map(|i| {
-                let b = self.block((i / 2) as u64);
-                let j = 2 * (i % 2);
-                bits_to_f64(b[j], b[j + 1])
-            })
-            .collect()
+        let b = self.blocks();
+        fill(n, |i| {
+            let w = b.at((i / 2) as u64);
+            let j = 2 * (i % 2);
+            bits_to_f64(w[j], w[j + 1])
+        })
     }
 
-    /// `n` standard normals (Box–Muller on two 53-bit uniforms per element).
+    /// `n` standard normals (Box–Muller on two 53-bit uniforms per element):
+    /// `z_i = sqrt(−2 ln(1 − u₁)) · cos(2π u₂)` with `(u₁, u₂)` the two halves of block `i`.
     pub fn normal_f64_vec(&self, n: usize) -> Vec<f64> {
-        (0..n)
-            .map(|i| {
-                let b = self.block(i as u64);
-                let u1 = 1.0 - bits_to_f64(b[0], b[1]); // (0, 1]: ln is finite
-                let u2 = bits_to_f64(b[2], b[3]);
-                (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
-            })
-            .collect()
+        let b = self.blocks();
+        fill(n, |i| box_muller(b.at(i as u64)))
     }
 
     /// A uniformly random permutation of `0..n` (sort by 64-bit keys, ties by index).
@@ -226,18 +218,18 @@ impl RngKey {
         device: &Device,
     ) -> Result<Tensor> {
         let t = if dtype == DType::F64 {
-            let v: Vec<f64> =
-                rows.iter().flat_map(|&r| self.row(r).uniform_f64_vec(cols)).collect();
+            let v = fill_rows(*self, rows, cols, |k| k.uniform_f64_vec(cols));
             Tensor::from_vec(v, (rows.len(), cols), device)?
         } else {
-            let v: Vec<f32> =
-                rows.iter().flat_map(|&r| self.row(r).uniform_f32_vec(cols)).collect();
+            let v = fill_rows(*self, rows, cols, |k| k.uniform_f32_vec(cols));
             Tensor::from_vec(v, (rows.len(), cols), device)?.to_dtype(dtype)?
         };
         Ok(t)
     }
 
     /// `[rows.len(), cols]` standard normals where row `j` is drawn under `self.row(rows[j])`.
+    /// An F32 request is rounded on the host (the same IEEE rounding as on any device), so
+    /// half the bytes travel.
     pub fn normal_rows(
         &self,
         rows: &[u64],
@@ -245,9 +237,76 @@ impl RngKey {
         dtype: DType,
         device: &Device,
     ) -> Result<Tensor> {
-        let v: Vec<f64> = rows.iter().flat_map(|&r| self.row(r).normal_f64_vec(cols)).collect();
-        Ok(Tensor::from_vec(v, (rows.len(), cols), device)?.to_dtype(dtype)?)
+        let shape = (rows.len(), cols);
+        if dtype == DType::F32 {
+            let v = fill_rows(*self, rows, cols, |k| {
+                k.normal_f64_vec(cols).into_iter().map(|z| z as f32).collect()
+            });
+            return Ok(Tensor::from_vec(v, shape, device)?);
+        }
+        let v = fill_rows(*self, rows, cols, |k| k.normal_f64_vec(cols));
+        Ok(Tensor::from_vec(v, shape, device)?.to_dtype(dtype)?)
     }
+}
+
+/// The Philox blocks of one key: `at(i) = philox4x32_10([i_lo, i_hi, hi_0, hi_1], key)`.
+#[derive(Clone, Copy)]
+struct Blocks {
+    hi: [u32; 2],
+    key: [u32; 2],
+}
+
+impl Blocks {
+    fn at(&self, index: u64) -> [u32; 4] {
+        philox4x32_10([index as u32, (index >> 32) as u32, self.hi[0], self.hi[1]], self.key)
+    }
+}
+
+/// A standard normal from one block (Box–Muller on its two 53-bit halves).
+fn box_muller(b: [u32; 4]) -> f64 {
+    let u1 = 1.0 - bits_to_f64(b[0], b[1]); // (0, 1]: ln is finite
+    let u2 = bits_to_f64(b[2], b[3]);
+    (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
+}
+
+/// Elements generated per parallel task: below two of these a draw stays on the calling thread.
+const PAR_CHUNK: usize = 1 << 14;
+
+/// `[f(0), …, f(n − 1)]`, in parallel chunks when `n` is large (every element is a pure
+/// function of its index, so the result does not depend on the split).
+fn fill<T: Copy + Default + Send>(n: usize, f: impl Fn(usize) -> T + Sync) -> Vec<T> {
+    use rayon::prelude::*;
+    let mut out = vec![T::default(); n];
+    if n < 2 * PAR_CHUNK {
+        out.iter_mut().enumerate().for_each(|(i, o)| *o = f(i));
+    } else {
+        out.par_chunks_mut(PAR_CHUNK).enumerate().for_each(|(c, chunk)| {
+            chunk.iter_mut().enumerate().for_each(|(j, o)| *o = f(c * PAR_CHUNK + j));
+        });
+    }
+    out
+}
+
+/// The rows of `key.row(r)` for each `r` in `rows`, each `cols` long, concatenated; rows are
+/// generated in parallel when there is enough work.
+fn fill_rows<T: Copy + Default + Send>(
+    key: RngKey,
+    rows: &[u64],
+    cols: usize,
+    row: impl Fn(RngKey) -> Vec<T> + Sync,
+) -> Vec<T> {
+    use rayon::prelude::*;
+    let mut out = vec![T::default(); rows.len() * cols];
+    if cols == 0 {
+        return out;
+    }
+    let one = |(o, &r): (&mut [T], &u64)| o.copy_from_slice(&row(key.row(r)));
+    if rows.len() * cols < 2 * PAR_CHUNK {
+        out.chunks_mut(cols).zip(rows).for_each(one);
+    } else {
+        out.par_chunks_mut(cols).zip(rows.par_iter()).for_each(one);
+    }
+    out
 }
 
 fn bits_to_f64(hi: u32, lo: u32) -> f64 {
@@ -344,6 +403,52 @@ mod tests {
         let half = key.uniform_rows(&[2, 3], 6, DType::F32, &dev)?.to_vec2::<f32>()?;
         assert_eq!(whole[2..].to_vec(), half);
         assert_eq!(key.normal_rows(&[], 4, DType::F32, &dev)?.dims(), &[0, 4]);
+        Ok(())
+    }
+
+    /// The definitions, one block per element computed from the key's fields every time, as
+    /// the module documents them: the hoisted, parallel generators must equal them exactly.
+    fn naive_block(k: &RngKey, i: u64) -> [u32; 4] {
+        let hi = k.counter_high();
+        philox4x32_10([i as u32, (i >> 32) as u32, hi as u32, (hi >> 32) as u32], k.philox_key())
+    }
+
+    #[test]
+    fn fast_generators_equal_the_per_element_definitions_across_the_parallel_split() {
+        let k = RngKey::new(5).stream("sde_noise").step(2).row(7).iteration(3);
+        let n = 2 * PAR_CHUNK + 1234; // large enough for the parallel path, ragged last chunk
+        let normal: Vec<f64> = (0..n).map(|i| box_muller(naive_block(&k, i as u64))).collect();
+        assert_eq!(k.normal_f64_vec(n), normal);
+        let u32s: Vec<f32> = (0..n)
+            .map(|i| (naive_block(&k, (i / 4) as u64)[i % 4] >> 8) as f32 / 16_777_216.0)
+            .collect();
+        assert_eq!(k.uniform_f32_vec(n), u32s);
+        let u64s: Vec<f64> = (0..n)
+            .map(|i| {
+                let b = naive_block(&k, (i / 2) as u64);
+                bits_to_f64(b[2 * (i % 2)], b[2 * (i % 2) + 1])
+            })
+            .collect();
+        assert_eq!(k.uniform_f64_vec(n), u64s);
+        // The sequential path (small n) is the same prefix.
+        assert_eq!(k.normal_f64_vec(100), normal[..100].to_vec());
+    }
+
+    #[test]
+    fn parallel_rows_equal_row_by_row_draws_and_f32_rounds_like_the_device_cast() -> Result<()> {
+        let dev = Device::Cpu;
+        let key = RngKey::new(11).stream("noise").step(4);
+        let rows: Vec<u64> = (0..40).map(|r| 3 * r + 1).collect();
+        let cols = 3 * 32 * 32; // 40 × 3072 elements: the parallel path
+        let f64s = key.normal_rows(&rows, cols, DType::F64, &dev)?.to_vec2::<f64>()?;
+        for (j, &r) in rows.iter().enumerate() {
+            assert_eq!(f64s[j], key.row(r).normal_f64_vec(cols));
+        }
+        let f32s = key.normal_rows(&rows, cols, DType::F32, &dev)?.to_vec2::<f32>()?;
+        let cast = Tensor::new(f64s, &dev)?.to_dtype(DType::F32)?.to_vec2::<f32>()?;
+        assert_eq!(f32s, cast);
+        let u = key.uniform_rows(&rows, cols, DType::F32, &dev)?.to_vec2::<f32>()?;
+        assert_eq!(u[5], key.row(rows[5]).uniform_f32_vec(cols));
         Ok(())
     }
 }

@@ -21,7 +21,9 @@ use std::time::Instant;
 use candle_core::{Device, Tensor};
 use drift_core::metrics::{plot_metrics, MetricsWriter, Progress};
 use drift_core::rng::RngKey;
-use drift_core::train::{CheckpointMeta, Checkpointer, Grads, OptimConfig, Optimizer, ParamSet};
+use drift_core::train::{
+    CheckpointMeta, Checkpointer, Grads, OptimConfig, Optimizer, ParamSet, TailMean, TimeBudget,
+};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{DllmError, Result};
@@ -115,6 +117,10 @@ pub struct PretrainDllmConfig {
     pub checkpoint_every: u64,
     /// Checkpoints kept. Default 2.
     pub keep_last: usize,
+    /// Wall-clock budget of one invocation in seconds: the run stops after the step during
+    /// which it runs out, with that step checkpointed and the model saved, as if `steps` had
+    /// been reached (a later invocation resumes). Default none (no limit).
+    pub max_seconds: Option<f64>,
     /// A saved model folder whose weights start the run instead of a fresh initialisation
     /// (continued pretraining with a fresh optimizer and schedule); its config.json must equal
     /// the `[model]` shape. Default none.
@@ -133,6 +139,7 @@ impl Default for PretrainDllmConfig {
             seed: 0,
             checkpoint_every: 250,
             keep_last: 2,
+            max_seconds: None,
             init_from: None,
         }
     }
@@ -237,8 +244,10 @@ pub struct PretrainDllmReport {
     pub metrics: PathBuf,
     /// Its PNG curves.
     pub curves: PathBuf,
-    /// Mean loss over the last 10% of steps (of this invocation; NaN when none ran).
+    /// Mean loss over the last 10% of `steps` (of this invocation; NaN when none ran).
     pub final_loss: f64,
+    /// The step the run ended at: `steps`, or fewer when `max_seconds` ran out.
+    pub steps: u64,
     /// Parameters of the model.
     pub parameters: usize,
     /// Training throughput of this invocation, tokens (`B · T`, padding included) per second.
@@ -310,8 +319,10 @@ pub fn pretrain_dllm(
         None => (0, MetricsWriter::create(&metrics_path)?),
     };
     let progress = Progress::new(cfg.steps, "pretrain dllm");
-    let (mut tail, mut tokens) = (Vec::new(), 0usize);
+    let (mut tail, mut tokens) = (TailMean::last_tenth_of(cfg.steps), 0usize);
     let train_start = Instant::now();
+    let budget = TimeBudget::new(cfg.max_seconds, "max_seconds")?;
+    let mut last = first;
     for step in first..cfg.steps {
         let t0 = Instant::now();
         let batch = SftBatch::new(&data(step, cfg.batch)?, cfg.completion_len, device)?;
@@ -340,11 +351,11 @@ pub fn pretrain_dllm(
                 ("perf/tokens_per_s", tps),
             ],
         )?;
-        if step >= cfg.steps - cfg.steps.div_ceil(10) {
-            tail.push(value);
-        }
+        tail.push(value);
+        last = step + 1;
         progress.update(step + 1, &[("loss", value), ("tok/s", tps)]);
-        if (step + 1) % cfg.checkpoint_every.max(1) == 0 || step + 1 == cfg.steps {
+        let out_of_time = budget.exhausted() && step + 1 < cfg.steps;
+        if (step + 1) % cfg.checkpoint_every.max(1) == 0 || step + 1 == cfg.steps || out_of_time {
             let meta = CheckpointMeta {
                 step: step + 1,
                 seed: cfg.seed,
@@ -356,6 +367,15 @@ pub fn pretrain_dllm(
             };
             ckpt.save(&opt, &meta)?;
         }
+        if out_of_time {
+            progress.println(&format!(
+                "max_seconds = {} reached after step {} of {}: saving the model",
+                budget.elapsed_seconds().round(),
+                step + 1,
+                cfg.steps
+            ));
+            break;
+        }
     }
     progress.finish();
     let train_seconds = train_start.elapsed().as_secs_f64();
@@ -366,13 +386,13 @@ pub fn pretrain_dllm(
     }
     let curves = run_dir.join("curves.png");
     plot_metrics(&metrics_path, &["loss/total", "grad/norm"], &curves)?;
-    let final_loss =
-        if tail.is_empty() { f64::NAN } else { tail.iter().sum::<f64>() / tail.len() as f64 };
+    let final_loss = tail.mean();
     Ok(PretrainDllmReport {
         model_dir,
         metrics: metrics_path,
         curves,
         final_loss,
+        steps: last,
         parameters: model.num_parameters(),
         tokens_per_s: tokens as f64 / train_seconds.max(1e-9),
         seconds: start.elapsed().as_secs_f64(),

@@ -7,7 +7,9 @@ use candle_core::{DType, Device, Tensor};
 use candle_nn::{VarBuilder, VarMap};
 use drift_core::metrics::{plot_metrics, MetricsWriter, Progress};
 use drift_core::rng::RngKey;
-use drift_core::train::{CheckpointMeta, Checkpointer, Grads, OptimConfig, Optimizer, ParamSet};
+use drift_core::train::{
+    CheckpointMeta, Checkpointer, Grads, OptimConfig, Optimizer, ParamSet, TailMean, TimeBudget,
+};
 use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
@@ -34,6 +36,10 @@ pub struct PretrainFlowConfig {
     pub checkpoint_every: u64,
     /// Checkpoints kept. Default 2.
     pub keep_last: usize,
+    /// Wall-clock budget of one invocation in seconds: the run stops after the step during
+    /// which it runs out, with that step checkpointed and the model saved, as if `steps` had
+    /// been reached (a later invocation resumes). Default none (no limit).
+    pub max_seconds: Option<f64>,
 }
 
 impl Default for PretrainFlowConfig {
@@ -47,6 +53,7 @@ impl Default for PretrainFlowConfig {
             seed: 0,
             checkpoint_every: 500,
             keep_last: 2,
+            max_seconds: None,
         }
     }
 }
@@ -61,8 +68,10 @@ pub struct PretrainReport {
     pub metrics: PathBuf,
     /// The curves.
     pub curves: PathBuf,
-    /// Mean loss over the last 10% of steps.
+    /// Mean loss over the last 10% of `steps` (of the steps this invocation ran).
     pub final_loss: f64,
+    /// The step the run ended at: `steps`, or fewer when `max_seconds` ran out.
+    pub steps: u64,
     /// Wall time in seconds.
     pub seconds: f64,
 }
@@ -79,6 +88,7 @@ pub fn pretrain_flow(
     mut data: impl FnMut(u64, usize) -> Result<(Tensor, Tensor)>,
 ) -> Result<PretrainReport> {
     let start = Instant::now();
+    let budget = TimeBudget::new(cfg.max_seconds, "max_seconds")?;
     let varmap = VarMap::new();
     let model = Dit::new(cfg.model, VarBuilder::from_varmap(&varmap, DType::F32, device))?;
     let mut opt = Optimizer::new(cfg.optim, ParamSet::all(&varmap))?;
@@ -98,7 +108,8 @@ pub fn pretrain_flow(
     };
     let progress = Progress::new(cfg.steps, "pretrain flow");
     let key = RngKey::new(cfg.seed);
-    let mut tail = Vec::new();
+    let mut tail = TailMean::last_tenth_of(cfg.steps);
+    let mut last = first;
     for step in first..cfg.steps {
         let (x0, ids) = data(step, cfg.batch)?;
         let rows: Vec<u64> = (0..cfg.batch as u64).collect();
@@ -113,11 +124,11 @@ pub fn pretrain_flow(
             step,
             &[("loss/total", value), ("grad/norm", report.grad_norm), ("lr", report.lr)],
         )?;
-        if step >= cfg.steps - cfg.steps.div_ceil(10) {
-            tail.push(value);
-        }
+        tail.push(value);
+        last = step + 1;
         progress.update(step + 1, &[("loss", value)]);
-        if (step + 1) % cfg.checkpoint_every.max(1) == 0 || step + 1 == cfg.steps {
+        let out_of_time = budget.exhausted() && step + 1 < cfg.steps;
+        if (step + 1) % cfg.checkpoint_every.max(1) == 0 || step + 1 == cfg.steps || out_of_time {
             let meta = CheckpointMeta {
                 step: step + 1,
                 seed: cfg.seed,
@@ -129,6 +140,15 @@ pub fn pretrain_flow(
             };
             ckpt.save(&opt, &meta)?;
         }
+        if out_of_time {
+            progress.println(&format!(
+                "max_seconds = {} reached after step {} of {}: saving the model",
+                budget.elapsed_seconds().round(),
+                step + 1,
+                cfg.steps
+            ));
+            break;
+        }
     }
     progress.finish();
     let weights = match opt.ema() {
@@ -139,13 +159,12 @@ pub fn pretrain_flow(
     save_dit(&model_dir, &cfg.model, &weights)?;
     let curves = run_dir.join("curves.png");
     plot_metrics(&metrics_path, &["loss/total", "grad/norm"], &curves)?;
-    let final_loss =
-        if tail.is_empty() { f64::NAN } else { tail.iter().sum::<f64>() / tail.len() as f64 };
     Ok(PretrainReport {
         model_dir,
+        steps: last,
         metrics: metrics_path,
         curves,
-        final_loss,
+        final_loss: tail.mean(),
         seconds: start.elapsed().as_secs_f64(),
     })
 }

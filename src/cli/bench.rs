@@ -14,17 +14,19 @@ use drift::samplers::flow::{rollout_sde, sample_ode, RolloutConfig, Schedule, Sc
 use serde_json::json;
 
 /// The cases `drift bench` knows.
-pub const CASES: &[&str] = &["matmul", "dllm", "flow"];
+pub const CASES: &[&str] = &["matmul", "rng", "dllm", "flow"];
 
-/// Runs `cases` (all when empty) with `iters` timed repetitions each.
-pub fn run(cases: &[String], iters: usize) -> Result<()> {
+/// Runs `cases` (all when empty) with `iters` timed repetitions each on `dev` (each timed run
+/// ends with a device synchronisation, so GPU times include the queued kernels).
+pub fn run(cases: &[String], iters: usize, dev: &Device) -> Result<()> {
     let all: Vec<String> = CASES.iter().map(|c| c.to_string()).collect();
     let cases = if cases.is_empty() { &all } else { cases };
     for c in cases {
         match c.as_str() {
-            "matmul" => matmul(iters)?,
-            "dllm" => dllm(iters)?,
-            "flow" => flow(iters)?,
+            "matmul" => matmul(dev)?,
+            "rng" => rng(iters, dev)?,
+            "dllm" => dllm(iters, dev)?,
+            "flow" => flow(iters, dev)?,
             other => {
                 return Err(super::usage(format!(
                     "unknown bench case {other:?}: expected one of {CASES:?}"
@@ -35,31 +37,64 @@ pub fn run(cases: &[String], iters: usize) -> Result<()> {
     Ok(())
 }
 
-fn matmul(_iters: usize) -> Result<()> {
-    let gflops = matmul_gflops(1024, &Device::Cpu)?;
-    println!("{}", json!({"case": "matmul", "n": 1024, "dtype": "f32", "gflops": gflops}));
+fn matmul(dev: &Device) -> Result<()> {
+    let n = if dev.is_cpu() { 1024 } else { 4096 };
+    let gflops = matmul_gflops(n, dev)?;
+    let device = format!("{:?}", dev.location());
+    println!(
+        "{}",
+        json!({"case": "matmul", "n": n, "dtype": "f32", "gflops": gflops, "device": device})
+    );
     Ok(())
+}
+
+/// The keyed noise of one Flow-GRPO rollout step: 64 rows (8 prompts × 8 images) × 3 072
+/// standard normals, drawn on the host and uploaded to `dev` as f32.
+fn rng(iters: usize, dev: &Device) -> Result<()> {
+    let (rows, cols) = (64, 3 * 32 * 32);
+    let ids: Vec<u64> = (0..rows as u64).collect();
+    let key = RngKey::new(0).stream("bench_noise");
+    let secs = median_seconds(iters.max(5), || -> Result<()> {
+        key.normal_rows(&ids, cols, DType::F32, dev)?;
+        Ok(dev.synchronize()?)
+    });
+    let n = rows * cols;
+    let line = json!({
+        "case": "rng", "draw": "normal_rows", "rows": rows, "cols": cols, "seconds": secs,
+        "normals_per_s": n as f64 / secs, "threads": rayon_threads(),
+    });
+    println!("{line}");
+    Ok(())
+}
+
+fn rayon_threads() -> usize {
+    std::env::var("RAYON_NUM_THREADS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
 }
 
 /// The shipped code dLLM: one frozen forward over 16 rows × 200 positions (a rollout step)
 /// and one tracked forward + backward (a training micro-batch).
-fn dllm(iters: usize) -> Result<()> {
+fn dllm(iters: usize, dev: &Device) -> Result<()> {
     let dir = Path::new("examples/checkpoints/dllm-code-v3");
     super::existing_dir(dir, "the shipped dLLM")?;
     let (b, t) = (16, 200);
-    let ids = (RngKey::new(3).uniform((b, t), DType::F32, &Device::Cpu)? * 90.0)?
+    let ids = (RngKey::new(3).uniform((b, t), DType::F32, dev)? * 90.0)?
         .floor()?
         .affine(1.0, 4.0)?
         .to_dtype(DType::U32)?;
     for tracked in [false, true] {
         let opts = if tracked { LoadOptions::trainable() } else { LoadOptions::frozen() };
+        let opts = LoadOptions { device: dev.clone(), ..opts };
         let model = DiffusionLm::from_dir(dir, &opts)?;
         let secs = median_seconds(iters, || -> Result<()> {
             let logits = model.raw_logits(&ids, None)?;
             if tracked {
                 logits.sqr()?.mean_all()?.backward()?;
             }
-            Ok(())
+            Ok(dev.synchronize()?)
         });
         let line = json!({
             "case": "dllm", "model": dir.display().to_string(), "params": model.num_parameters(),
@@ -72,22 +107,25 @@ fn dllm(iters: usize) -> Result<()> {
 }
 
 /// The shipped shapes DiT: 32 images with the 10-step ODE and the 10-step Flow-GRPO SDE.
-fn flow(iters: usize) -> Result<()> {
+fn flow(iters: usize, dev: &Device) -> Result<()> {
     let dir = Path::new("examples/checkpoints/flow-shapes-v0");
     super::existing_dir(dir, "the shipped DiT")?;
-    let dev = Device::Cpu;
-    let model = load_dit_frozen(dir, &dev)?;
+    let model = load_dit_frozen(dir, dev)?;
     let task = ShapesTask::new()?;
     let prompts = &task.eval_prompts()[..32];
-    let cond = task.encode(prompts, &dev)?;
+    let cond = task.encode(prompts, dev)?;
     let mc = *model.config();
-    let x = Tensor::randn(0f32, 1.0, (32, mc.channels, mc.image_size, mc.image_size), &dev)?;
+    let x = Tensor::randn(0f32, 1.0, (32, mc.channels, mc.image_size, mc.image_size), dev)?;
     let schedule = Schedule::new(&ScheduleConfig::default())?;
     let rows: Vec<u64> = (0..32).collect();
-    let ode = median_seconds(iters, || sample_ode(&model, &x, &cond, &schedule, None));
+    let ode = median_seconds(iters, || -> Result<()> {
+        sample_ode(&model, &x, &cond, &schedule, None)?;
+        Ok(dev.synchronize()?)
+    });
     let cfg = RolloutConfig::default();
-    let sde = median_seconds(iters, || {
-        rollout_sde(&model, &x, &cond, &schedule, &cfg, None, RngKey::new(0), &rows)
+    let sde = median_seconds(iters, || -> Result<()> {
+        rollout_sde(&model, &x, &cond, &schedule, &cfg, None, RngKey::new(0), &rows)?;
+        Ok(dev.synchronize()?)
     });
     for (sampler, secs) in [("ode", ode), ("flow_grpo_sde", sde)] {
         let line = json!({

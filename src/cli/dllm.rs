@@ -60,7 +60,7 @@ fn seeded(k: u64) -> drift_rewards::worlds::rng::SplitMix64 {
 }
 
 /// Runs masked-diffusion SFT pretraining on the code world's train split.
-pub fn pretrain(config: Option<&Path>, sets: &[String], out: &Path) -> Result<()> {
+pub fn pretrain(config: Option<&Path>, sets: &[String], out: &Path, dev: &Device) -> Result<()> {
     let (cfg, text): (PretrainDllmConfig, String) = super::config::load(config, sets)?;
     cfg.validate().map_err(|e| super::usage(e.to_string()))?;
     let world = code_world()?;
@@ -75,13 +75,16 @@ pub fn pretrain(config: Option<&Path>, sets: &[String], out: &Path) -> Result<()
     }
     std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
     std::fs::write(out.join("config.toml"), &text)?;
-    let report = pretrain_dllm(&cfg, &text, out, &Device::Cpu, &tok, |step, b| {
+    let report = pretrain_dllm(&cfg, &text, out, dev, &tok, |step, b| {
         (0..b as u64)
             .map(|i| example(&tok, &world.item(Split::Train, step * b as u64 + i)))
             .collect()
     })?;
     println!("parameters: {}", report.parameters);
     println!("final loss (mean of the last 10% of steps): {:.5}", report.final_loss);
+    if report.steps < cfg.steps {
+        println!("stopped by max_seconds after step {} of {}", report.steps, cfg.steps);
+    }
     println!("throughput: {:.0} tokens/s", report.tokens_per_s);
     println!("wall time: {:.1} s", report.seconds);
     println!("model:   {}", report.model_dir.display());
@@ -91,7 +94,7 @@ pub fn pretrain(config: Option<&Path>, sets: &[String], out: &Path) -> Result<()
 }
 
 /// `drift train dllm`: a dLLM RL recipe on the code world from a base model.
-pub fn train(config: Option<&Path>, sets: &[String], out: &Path) -> Result<()> {
+pub fn train(config: Option<&Path>, sets: &[String], out: &Path, dev: &Device) -> Result<()> {
     let (cfg, text): (DllmGrpoConfig, String) = super::config::load(config, sets)?;
     let rc = cfg.resolved().map_err(|e| super::usage(e.to_string()))?;
     if !cfg.base.join("config.json").exists() {
@@ -103,11 +106,14 @@ pub fn train(config: Option<&Path>, sets: &[String], out: &Path) -> Result<()> {
     std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
     std::fs::write(out.join("config.toml"), &text)?;
     let task = CodeTask::new()?;
-    let r = train_dllm_grpo(&cfg, &text, &task, out, &Device::Cpu)?;
+    let r = train_dllm_grpo(&cfg, &text, &task, out, dev)?;
     println!(
         "recipe {:?}: estimator {:?}, mu {}, G {}",
         cfg.recipe, rc.parts.estimator, rc.parts.inner_iterations, rc.parts.group_size
     );
+    if r.steps < cfg.steps {
+        println!("stopped by max_seconds after iteration {} of {}", r.steps, cfg.steps);
+    }
     println!(
         "held-out pass rate ({} items, greedy, {} steps): base {:.1}% -> trained {:.1}%",
         r.trained.items,
@@ -205,8 +211,9 @@ pub fn evaluate(model: &DiffusionLm, opts: &EvalOptions) -> Result<Vec<Scored>> 
 }
 
 /// `drift eval dllm`: held-out pass rate of a saved model on the code world.
-pub fn eval(model_dir: &Path, opts: &EvalOptions, out: Option<&Path>) -> Result<()> {
-    let model = DiffusionLm::from_dir(model_dir, &LoadOptions::frozen())?;
+pub fn eval(model_dir: &Path, opts: &EvalOptions, out: Option<&Path>, dev: &Device) -> Result<()> {
+    let load = LoadOptions { device: dev.clone(), ..LoadOptions::frozen() };
+    let model = DiffusionLm::from_dir(model_dir, &load)?;
     let t0 = std::time::Instant::now();
     let scored = evaluate(&model, opts)?;
     let n = scored.len().max(1) as f64;

@@ -57,16 +57,15 @@ fn check_model_fits_world(cfg: &PretrainFlowConfig) -> Result<()> {
 }
 
 /// Runs flow-matching pretraining on the shapes world.
-pub fn pretrain(config: Option<&Path>, sets: &[String], out: &Path) -> Result<()> {
+pub fn pretrain(config: Option<&Path>, sets: &[String], out: &Path, dev: &Device) -> Result<()> {
     let (cfg, text): (PretrainFlowConfig, String) = super::config::load(config, sets)?;
     check_model_fits_world(&cfg).map_err(|e| super::usage(format!("{e:#}")))?;
-    let dev = Device::Cpu;
     let split = shapes::split(&SplitConfig::default())?;
     let seed = cfg.seed;
     std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
     std::fs::write(out.join("config.toml"), &text)?;
-    let report = pretrain_flow(&cfg, &text, out, &dev, |step, b| {
-        shapes_batch(&split.train, seed, step, b, &dev).map_err(|e| {
+    let report = pretrain_flow(&cfg, &text, out, dev, |step, b| {
+        shapes_batch(&split.train, seed, step, b, dev).map_err(|e| {
             drift_flow::FlowModelError::Config {
                 field: "data",
                 value: e.to_string(),
@@ -75,6 +74,9 @@ pub fn pretrain(config: Option<&Path>, sets: &[String], out: &Path) -> Result<()
         })
     })?;
     println!("final loss (mean of the last 10% of steps): {:.5}", report.final_loss);
+    if report.steps < cfg.steps {
+        println!("stopped by max_seconds after step {} of {}", report.steps, cfg.steps);
+    }
     println!("wall time: {:.1} s", report.seconds);
     println!("model:   {}", report.model_dir.display());
     println!("metrics: {}", report.metrics.display());
@@ -84,7 +86,7 @@ pub fn pretrain(config: Option<&Path>, sets: &[String], out: &Path) -> Result<()
 
 /// `drift train flow`: Flow-GRPO on the shapes world; prints base vs trained held-out
 /// accuracy and where everything was written.
-pub fn train(config: Option<&Path>, sets: &[String], out: &Path) -> Result<()> {
+pub fn train(config: Option<&Path>, sets: &[String], out: &Path, dev: &Device) -> Result<()> {
     let (cfg, text): (FlowGrpoConfig, String) = super::config::load(config, sets)?;
     cfg.validate().map_err(|e| super::usage(e.to_string()))?;
     super::existing_dir(&cfg.base, "base model `base =`")?;
@@ -95,8 +97,11 @@ pub fn train(config: Option<&Path>, sets: &[String], out: &Path) -> Result<()> {
     let reward = shapes_reward(&cfg.rewards)?;
     std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
     std::fs::write(out.join("config.toml"), &text)?;
-    let r = train_flow_grpo(&cfg, &text, &task, reward.as_ref(), out, &Device::Cpu)?;
+    let r = train_flow_grpo(&cfg, &text, &task, reward.as_ref(), out, dev)?;
     let pct = |x: Option<f64>| x.map_or("n/a".to_string(), |v| format!("{:.1}%", 100.0 * v));
+    if r.steps < cfg.steps {
+        println!("stopped by max_seconds after iteration {} of {}", r.steps, cfg.steps);
+    }
     println!(
         "held-out strict accuracy ({} prompts, ODE {} steps): base {} -> trained {}",
         r.trained.samples,
@@ -132,9 +137,10 @@ pub fn eval(
     guidance: f64,
     seed: u64,
     out: Option<PathBuf>,
+    dev: &Device,
 ) -> Result<()> {
     super::existing_dir(model_dir, "--model")?;
-    let model = load_dit_frozen(model_dir, &Device::Cpu)?;
+    let model = load_dit_frozen(model_dir, dev)?;
     let grid = out.map(|d| d.join("eval_grid.png"));
     if let Some(g) = grid.as_ref().and_then(|g| g.parent()) {
         std::fs::create_dir_all(g)?;

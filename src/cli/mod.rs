@@ -3,6 +3,7 @@
 
 pub mod bench;
 pub mod config;
+pub mod device;
 pub mod dllm;
 pub mod flow;
 pub mod sample;

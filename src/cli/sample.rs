@@ -63,9 +63,10 @@ pub struct DllmSampling {
 
 /// Decodes `n` completions of each prompt (drift's corpus format `BOS prompt\n`) and prints
 /// one JSON line per completion.
-pub fn dllm(model_dir: &Path, prompts: &[String], s: &DllmSampling) -> Result<()> {
+pub fn dllm(model_dir: &Path, prompts: &[String], s: &DllmSampling, dev: &Device) -> Result<()> {
     super::existing_dir(model_dir, "--model")?;
-    let model = DiffusionLm::from_dir(model_dir, &LoadOptions::frozen())?;
+    let load = LoadOptions { device: dev.clone(), ..LoadOptions::frozen() };
+    let model = DiffusionLm::from_dir(model_dir, &load)?;
     let Some(Tokenizer::Char(tok)) = model.tokenizer().cloned() else {
         anyhow::bail!("{}: no drift character tokenizer to encode the prompt", model_dir.display());
     };
@@ -141,22 +142,27 @@ pub fn step_kind(name: &str, level: f64) -> Result<StepKind> {
 
 /// Samples `n` images of each prompt (shapes-world grammar), prints each image's verifier
 /// verdict as a JSON line and writes a captioned grid to `out`.
-pub fn flow(model_dir: &Path, prompts: &[String], s: &FlowSampling, out: &Path) -> Result<()> {
+pub fn flow(
+    model_dir: &Path,
+    prompts: &[String],
+    s: &FlowSampling,
+    out: &Path,
+    dev: &Device,
+) -> Result<()> {
     super::existing_dir(model_dir, "--model")?;
     let parsed = prompts
         .iter()
         .map(|p| Prompt::try_from(p.clone()).map_err(|e| usage(format!("--prompt {p:?}: {e}"))))
         .collect::<Result<Vec<_>>>()?;
-    let dev = Device::Cpu;
-    let model = load_dit_frozen(model_dir, &dev)?;
+    let model = load_dit_frozen(model_dir, dev)?;
     let task = ShapesTask::new()?;
     let repeated: Vec<Prompt> =
         parsed.iter().flat_map(|p| std::iter::repeat_n(p.clone(), s.n)).collect();
     let rows: Vec<u64> = (0..repeated.len() as u64).collect();
     let mc = *model.config();
     let key = RngKey::new(s.seed).stream("drift_sample");
-    let x = initial_noise(key, &rows, (mc.channels, mc.image_size, mc.image_size), &dev)?;
-    let cond = task.encode(&repeated, &dev)?;
+    let x = initial_noise(key, &rows, (mc.channels, mc.image_size, mc.image_size), dev)?;
+    let cond = task.encode(&repeated, dev)?;
     let schedule = Schedule::new(&ScheduleConfig { steps: s.steps, ..ScheduleConfig::default() })
         .map_err(|e| usage(format!("--steps {}: {e}", s.steps)))?;
     let null = model.null_prompt(repeated.len())?;

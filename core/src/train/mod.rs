@@ -3,6 +3,7 @@
 //! weight EMA, and atomic checkpoints with exact resume.
 
 mod adamw;
+mod budget;
 mod checkpoint;
 mod ema;
 mod grads;
@@ -11,6 +12,7 @@ mod params;
 mod schedule;
 
 pub use adamw::{AdamW, AdamWConfig};
+pub use budget::{TailMean, TimeBudget};
 pub use checkpoint::{verify, CheckpointMeta, Checkpointer, Rejected};
 pub use ema::{Ema, EmaConfig};
 pub use grads::Grads;

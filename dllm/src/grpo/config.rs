@@ -150,6 +150,10 @@ pub struct DllmGrpoConfig {
     pub checkpoint_every: u64,
     /// Checkpoints kept. Default 2.
     pub keep_last: usize,
+    /// Wall-clock budget of one invocation's iterations in seconds: the run stops after the
+    /// iteration during which it runs out, checkpoints it, then evaluates and saves the model
+    /// as at `steps` (a later invocation resumes). Default none (no limit).
+    pub max_seconds: Option<f64>,
 }
 
 impl Default for DllmGrpoConfig {
@@ -186,6 +190,7 @@ impl Default for DllmGrpoConfig {
             seed: 0,
             checkpoint_every: 10,
             keep_last: 2,
+            max_seconds: None,
         }
     }
 }

@@ -131,6 +131,46 @@ fn first_ratio_is_exactly_one_for_every_recipe_and_micro_batch() {
     }
 }
 
+/// The lines of a run's metrics.jsonl without the wall-clock fields.
+fn metrics_without_times(run: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(run.join("metrics.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let mut v: serde_json::Value = serde_json::from_str(l).unwrap();
+            let o = v.as_object_mut().unwrap();
+            o.retain(|k, _| !k.starts_with("time") && k != "time_s");
+            v
+        })
+        .collect()
+}
+
+#[test]
+fn a_spent_time_budget_ends_the_run_cleanly_and_a_resume_completes_it_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    random_base(&dir.path().join("base"));
+    let dev = Device::Cpu;
+    let cfg =
+        DllmGrpoConfig { steps: 3, ..toy_config(&dir.path().join("base"), Recipe::CoupledGrpo) };
+    let whole = dir.path().join("whole");
+    train_dllm_grpo(&cfg, "", &toy(), &whole, &dev).unwrap();
+    // A budget spent before the first iteration ends: the run stops after it, checkpointed,
+    // evaluated and saved.
+    let budgeted = DllmGrpoConfig { max_seconds: Some(1e-9), ..cfg.clone() };
+    let split = dir.path().join("split");
+    let first = train_dllm_grpo(&budgeted, "", &toy(), &split, &dev).unwrap();
+    assert_eq!(first.steps, 1);
+    assert!(first.model_dir.join("model.safetensors").exists());
+    assert!(split.join("summary.json").exists());
+    assert!(split.join("checkpoints/step-00000001").is_dir());
+    let second = train_dllm_grpo(&cfg, "", &toy(), &split, &dev).unwrap();
+    assert_eq!(second.steps, 3);
+    assert_eq!(metrics_without_times(&whole), metrics_without_times(&split));
+    let bad = DllmGrpoConfig { max_seconds: Some(-1.0), ..cfg };
+    let err = train_dllm_grpo(&bad, "", &toy(), &dir.path().join("bad"), &dev).unwrap_err();
+    assert!(err.to_string().contains("max_seconds"), "{err}");
+}
+
 #[test]
 fn a_resumed_run_equals_an_uninterrupted_one() {
     let dir = tempfile::tempdir().unwrap();
@@ -143,19 +183,7 @@ fn a_resumed_run_equals_an_uninterrupted_one() {
     let split = dir.path().join("split");
     train_dllm_grpo(&DllmGrpoConfig { steps: 2, ..cfg.clone() }, "", &toy(), &split, &dev).unwrap();
     let report = train_dllm_grpo(&cfg, "", &toy(), &split, &dev).unwrap();
-    let strip = |p: &Path| -> Vec<serde_json::Value> {
-        std::fs::read_to_string(p.join("metrics.jsonl"))
-            .unwrap()
-            .lines()
-            .map(|l| {
-                let mut v: serde_json::Value = serde_json::from_str(l).unwrap();
-                let o = v.as_object_mut().unwrap();
-                o.retain(|k, _| !k.starts_with("time") && k != "time_s");
-                v
-            })
-            .collect()
-    };
-    assert_eq!(strip(&whole), strip(&split));
+    assert_eq!(metrics_without_times(&whole), metrics_without_times(&split));
     assert!(report.model_dir.join("config.json").exists());
     assert!(report.curves.exists());
 }

@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use candle_core::Device;
 use drift_core::metrics::{plot_metrics, MetricsWriter, Progress};
-use drift_core::train::{CheckpointMeta, Checkpointer, Optimizer, ParamSet};
+use drift_core::train::{CheckpointMeta, Checkpointer, Optimizer, ParamSet, TimeBudget};
 use serde::{Deserialize, Serialize};
 
 use super::config::{DllmGrpoConfig, ResolvedConfig};
@@ -30,6 +30,9 @@ pub struct DllmGrpoReport {
     pub curves: PathBuf,
     /// The trained model (Hugging Face layout).
     pub model_dir: PathBuf,
+    /// The iteration the run ended at: `steps`, or fewer when `max_seconds` ran out.
+    #[serde(default)]
+    pub steps: u64,
     /// Wall time of this invocation.
     pub seconds: f64,
 }
@@ -83,6 +86,7 @@ pub fn train_dllm_grpo<T: TextTask>(
 ) -> Result<DllmGrpoReport> {
     let rc = cfg.resolved()?;
     let start = Instant::now();
+    let budget = TimeBudget::new(cfg.max_seconds, "max_seconds")?;
     std::fs::create_dir_all(run_dir).map_err(|e| io_err(run_dir, e))?;
     let mut m = load_models(cfg, device)?;
     let ckpt = Checkpointer::new(run_dir.join("checkpoints"), cfg.keep_last)?;
@@ -113,9 +117,12 @@ pub fn train_dllm_grpo<T: TextTask>(
     };
     let progress = Progress::new(cfg.steps, &format!("{:?}", cfg.recipe).to_lowercase());
     let mut last_eval = base;
+    let mut last = first;
     for step in first..cfg.steps {
         iteration(&mut m, task, &rc, step, &mut log, &progress, last_eval.pass_rate)?;
-        let done = step + 1 == cfg.steps;
+        last = step + 1;
+        let out_of_time = budget.exhausted() && step + 1 < cfg.steps;
+        let done = step + 1 == cfg.steps || out_of_time;
         if !done && cfg.eval_every > 0 && (step + 1) % cfg.eval_every == 0 {
             last_eval = run_eval(&m, task, cfg)?;
             log_eval(&mut log, step + 1, &last_eval)?;
@@ -135,10 +142,19 @@ pub fn train_dllm_grpo<T: TextTask>(
             };
             ckpt.save(&m.opt, &meta)?;
         }
+        if out_of_time {
+            progress.println(&format!(
+                "max_seconds = {} reached after iteration {} of {}: evaluating and saving",
+                budget.elapsed_seconds().round(),
+                step + 1,
+                cfg.steps
+            ));
+            break;
+        }
     }
     progress.finish();
     let trained = run_eval(&m, task, cfg)?;
-    log_eval(&mut log, cfg.steps, &trained)?;
+    log_eval(&mut log, last, &trained)?;
     let curves = run_dir.join("curves.png");
     plot_metrics(&metrics_path, CURVE_KEYS, &curves)?;
     let model_dir = run_dir.join("model");
@@ -149,6 +165,7 @@ pub fn train_dllm_grpo<T: TextTask>(
         metrics: metrics_path,
         curves,
         model_dir,
+        steps: last,
         seconds: start.elapsed().as_secs_f64(),
     };
     let summary = serde_json::to_string_pretty(&report).map_err(|e| io_err(run_dir, e))?;

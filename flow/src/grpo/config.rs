@@ -99,6 +99,10 @@ pub struct FlowGrpoConfig {
     pub checkpoint_every: u64,
     /// Checkpoints kept. Default 2.
     pub keep_last: usize,
+    /// Wall-clock budget of one invocation's iterations in seconds: the run stops after the
+    /// iteration during which it runs out, checkpoints it, then evaluates and saves the model
+    /// as at `steps` (a later invocation resumes). Default none (no limit).
+    pub max_seconds: Option<f64>,
 }
 
 impl Default for FlowGrpoConfig {
@@ -135,6 +139,7 @@ impl Default for FlowGrpoConfig {
             seed: 0,
             checkpoint_every: 10,
             keep_last: 2,
+            max_seconds: None,
         }
     }
 }

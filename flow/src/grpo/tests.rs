@@ -252,6 +252,35 @@ fn a_resumed_run_equals_an_uninterrupted_one() {
 }
 
 #[test]
+fn a_spent_time_budget_ends_the_run_cleanly_and_a_resume_completes_it_exactly() {
+    let base = tempfile::tempdir().unwrap();
+    random_base(base.path());
+    let task = ToyTask::new();
+    let cfg = FlowGrpoConfig { steps: 3, ..toy_config(base.path()) };
+    let whole = tempfile::tempdir().unwrap();
+    let a = train_flow_grpo(&cfg, "", &task, &Brightness, whole.path(), &Device::Cpu).unwrap();
+    assert_eq!(a.steps, 3);
+    let split = tempfile::tempdir().unwrap();
+    let budgeted = FlowGrpoConfig { max_seconds: Some(1e-9), ..cfg.clone() };
+    let first =
+        train_flow_grpo(&budgeted, "", &task, &Brightness, split.path(), &Device::Cpu).unwrap();
+    assert_eq!(first.steps, 1);
+    assert!(first.model_dir.join("model.safetensors").exists() && first.grid_after.exists());
+    assert!(split.path().join("checkpoints/step-00000001").is_dir());
+    let b = train_flow_grpo(&cfg, "", &task, &Brightness, split.path(), &Device::Cpu).unwrap();
+    assert_eq!(b.steps, 3);
+    let load = |r: &FlowGrpoReport| {
+        candle_core::safetensors::load(r.model_dir.join("model.safetensors"), &Device::Cpu).unwrap()
+    };
+    let (wa, wb) = (load(&a), load(&b));
+    for (name, t) in &wa {
+        let d =
+            (t - &wb[name]).unwrap().abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
+        assert_eq!(d, 0.0, "{name} differs after a budget stop and resume");
+    }
+}
+
+#[test]
 fn brightness_rises_under_flow_grpo() {
     let base = tempfile::tempdir().unwrap();
     random_base(base.path());

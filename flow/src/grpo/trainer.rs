@@ -8,7 +8,9 @@ use std::time::Instant;
 use candle_core::Device;
 use candle_nn::VarBuilder;
 use drift_core::metrics::{plot_metrics, MetricsWriter, Progress};
-use drift_core::train::{detached_view, CheckpointMeta, Checkpointer, Optimizer, ParamSet};
+use drift_core::train::{
+    detached_view, CheckpointMeta, Checkpointer, Optimizer, ParamSet, TimeBudget,
+};
 use drift_samplers::flow::Schedule;
 use serde::{Deserialize, Serialize};
 
@@ -37,6 +39,9 @@ pub struct FlowGrpoReport {
     pub grid_after: PathBuf,
     /// The trained model (`config.json` + `model.safetensors`).
     pub model_dir: PathBuf,
+    /// The iteration the run ended at: `steps`, or fewer when `max_seconds` ran out.
+    #[serde(default)]
+    pub steps: u64,
     /// Wall time of this invocation, seconds.
     pub seconds: f64,
 }
@@ -176,6 +181,7 @@ pub fn train_flow_grpo<T: ImageTask>(
 ) -> Result<FlowGrpoReport> {
     cfg.validate()?;
     let start = Instant::now();
+    let budget = TimeBudget::new(cfg.max_seconds, "max_seconds")?;
     std::fs::create_dir_all(run_dir.join("eval")).map_err(|e| io_err(run_dir, e))?;
     let mut m = load_models(cfg, device)?;
     let schedule = Schedule::new(&cfg.schedule)?;
@@ -207,6 +213,7 @@ pub fn train_flow_grpo<T: ImageTask>(
     };
     let progress = Progress::new(cfg.steps, "flow-grpo");
     let mut last_eval = base;
+    let mut last = first;
     for step in first..cfg.steps {
         // Rollouts run on the tracked policy: the same kernels as the update, so the first
         // update's ratio is exactly 1 (the fused inference kernels differ in the last bits).
@@ -262,7 +269,9 @@ pub fn train_flow_grpo<T: ImageTask>(
         values.extend(d.pairs());
         log.log(step + 1, &values)?;
         write_prompt_stats(&run_dir.join("prompts.jsonl"), step + 1, task, &batch, cfg.group_size)?;
-        let done = step + 1 == cfg.steps;
+        last = step + 1;
+        let out_of_time = budget.exhausted() && step + 1 < cfg.steps;
+        let done = step + 1 == cfg.steps || out_of_time;
         if !done && cfg.eval_every > 0 && (step + 1) % cfg.eval_every == 0 {
             let grid = run_dir.join(format!("eval/step-{:05}.png", step + 1));
             last_eval =
@@ -286,11 +295,20 @@ pub fn train_flow_grpo<T: ImageTask>(
             };
             ckpt.save(&m.opt, &meta)?;
         }
+        if out_of_time {
+            progress.println(&format!(
+                "max_seconds = {} reached after iteration {} of {}: evaluating and saving",
+                budget.elapsed_seconds().round(),
+                step + 1,
+                cfg.steps
+            ));
+            break;
+        }
     }
     progress.finish();
     let grid_after = run_dir.join("eval/after.png");
     let trained = evaluate_policy(&m, task, reward, cfg, None, &grid_after, true)?;
-    log_eval(&mut log, cfg.steps, &trained)?;
+    log_eval(&mut log, last, &trained)?;
     let weights = match m.opt.ema() {
         Some(ema) => ema.weights().clone(),
         None => m.opt.params().snapshot()?,
@@ -307,6 +325,7 @@ pub fn train_flow_grpo<T: ImageTask>(
         grid_before,
         grid_after,
         model_dir,
+        steps: last,
         seconds: start.elapsed().as_secs_f64(),
     };
     let summary = run_dir.join("summary.json");
