@@ -85,6 +85,14 @@ fn usage_errors_exit_2_and_name_the_problem() {
     let (code, text) = drift(&["bench", "gpu"]);
     assert_eq!(code, 2, "{text}");
     assert!(text.contains("\"gpu\""), "{text}");
+    // --device is global: before or after the subcommand, named when wrong.
+    let (code, text) = drift(&["--device", "tpu", "presets"]);
+    assert_eq!(code, 2, "{text}");
+    assert!(text.contains("--device \"tpu\"") && text.contains("cuda:N"), "{text}");
+    let (code, text) = drift(&["presets", "--device", "cuda:x"]);
+    assert_eq!(code, 2, "{text}");
+    let (code, text) = drift(&["presets", "--device", "cpu"]);
+    assert_eq!(code, 0, "{text}");
 }
 
 #[test]
