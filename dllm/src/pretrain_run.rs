@@ -354,7 +354,7 @@ pub fn pretrain_dllm(
         tail.push(value);
         last = step + 1;
         progress.update(step + 1, &[("loss", value), ("tok/s", tps)]);
-        let out_of_time = budget.exhausted() && step + 1 < cfg.steps;
+        let out_of_time = budget.stops_run(step + 1, cfg.steps);
         if (step + 1) % cfg.checkpoint_every.max(1) == 0 || step + 1 == cfg.steps || out_of_time {
             let meta = CheckpointMeta {
                 step: step + 1,
@@ -368,12 +368,7 @@ pub fn pretrain_dllm(
             ckpt.save(&opt, &meta)?;
         }
         if out_of_time {
-            progress.println(&format!(
-                "max_seconds = {} reached after step {} of {}: saving the model",
-                budget.elapsed_seconds().round(),
-                step + 1,
-                cfg.steps
-            ));
+            progress.println(&budget.stop_line("step", step + 1, cfg.steps));
             break;
         }
     }

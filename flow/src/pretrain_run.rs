@@ -127,7 +127,7 @@ pub fn pretrain_flow(
         tail.push(value);
         last = step + 1;
         progress.update(step + 1, &[("loss", value)]);
-        let out_of_time = budget.exhausted() && step + 1 < cfg.steps;
+        let out_of_time = budget.stops_run(step + 1, cfg.steps);
         if (step + 1) % cfg.checkpoint_every.max(1) == 0 || step + 1 == cfg.steps || out_of_time {
             let meta = CheckpointMeta {
                 step: step + 1,
@@ -141,12 +141,7 @@ pub fn pretrain_flow(
             ckpt.save(&opt, &meta)?;
         }
         if out_of_time {
-            progress.println(&format!(
-                "max_seconds = {} reached after step {} of {}: saving the model",
-                budget.elapsed_seconds().round(),
-                step + 1,
-                cfg.steps
-            ));
+            progress.println(&budget.stop_line("step", step + 1, cfg.steps));
             break;
         }
     }

@@ -45,6 +45,21 @@ impl TimeBudget {
     pub fn elapsed_seconds(&self) -> f64 {
         self.start.elapsed().as_secs_f64()
     }
+
+    /// Whether a run that has completed `done` of its `total` steps must stop now: the budget
+    /// is spent and steps remain.
+    pub fn stops_run(&self, done: u64, total: u64) -> bool {
+        done < total && self.exhausted()
+    }
+
+    /// The line a run prints when it stops early, e.g. `max_seconds reached (600 s) after
+    /// iteration 12 of 40; stopping`.
+    pub fn stop_line(&self, unit: &str, done: u64, total: u64) -> String {
+        format!(
+            "max_seconds reached ({} s) after {unit} {done} of {total}; stopping",
+            self.elapsed_seconds().round()
+        )
+    }
 }
 
 /// The mean of the last `len` values pushed: a run's final loss over the last 10% of the
@@ -90,7 +105,10 @@ mod tests {
         let b = TimeBudget::new(Some(1e-6), "max_seconds")?;
         std::thread::sleep(Duration::from_millis(2));
         assert!(b.exhausted());
-        assert!(!TimeBudget::new(Some(3600.0), "max_seconds")?.exhausted());
+        assert!(b.stops_run(1, 3) && !b.stops_run(3, 3));
+        assert!(b.stop_line("step", 1, 3).contains("after step 1 of 3"));
+        let long = TimeBudget::new(Some(3600.0), "max_seconds")?;
+        assert!(!long.exhausted() && !long.stops_run(1, 3));
         Ok(())
     }
 

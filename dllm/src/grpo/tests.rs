@@ -146,33 +146,7 @@ fn metrics_without_times(run: &Path) -> Vec<serde_json::Value> {
 }
 
 #[test]
-fn a_spent_time_budget_ends_the_run_cleanly_and_a_resume_completes_it_exactly() {
-    let dir = tempfile::tempdir().unwrap();
-    random_base(&dir.path().join("base"));
-    let dev = Device::Cpu;
-    let cfg =
-        DllmGrpoConfig { steps: 3, ..toy_config(&dir.path().join("base"), Recipe::CoupledGrpo) };
-    let whole = dir.path().join("whole");
-    train_dllm_grpo(&cfg, "", &toy(), &whole, &dev).unwrap();
-    // A budget spent before the first iteration ends: the run stops after it, checkpointed,
-    // evaluated and saved.
-    let budgeted = DllmGrpoConfig { max_seconds: Some(1e-9), ..cfg.clone() };
-    let split = dir.path().join("split");
-    let first = train_dllm_grpo(&budgeted, "", &toy(), &split, &dev).unwrap();
-    assert_eq!(first.steps, 1);
-    assert!(first.model_dir.join("model.safetensors").exists());
-    assert!(split.join("summary.json").exists());
-    assert!(split.join("checkpoints/step-00000001").is_dir());
-    let second = train_dllm_grpo(&cfg, "", &toy(), &split, &dev).unwrap();
-    assert_eq!(second.steps, 3);
-    assert_eq!(metrics_without_times(&whole), metrics_without_times(&split));
-    let bad = DllmGrpoConfig { max_seconds: Some(-1.0), ..cfg };
-    let err = train_dllm_grpo(&bad, "", &toy(), &dir.path().join("bad"), &dev).unwrap_err();
-    assert!(err.to_string().contains("max_seconds"), "{err}");
-}
-
-#[test]
-fn a_resumed_run_equals_an_uninterrupted_one() {
+fn a_resumed_run_or_one_cut_by_its_time_budget_equals_an_uninterrupted_one() {
     let dir = tempfile::tempdir().unwrap();
     random_base(&dir.path().join("base"));
     let dev = Device::Cpu;
@@ -186,6 +160,19 @@ fn a_resumed_run_equals_an_uninterrupted_one() {
     assert_eq!(metrics_without_times(&whole), metrics_without_times(&split));
     assert!(report.model_dir.join("config.json").exists());
     assert!(report.curves.exists());
+    // A budget spent before the first iteration ends: the run stops after it, checkpointed,
+    // evaluated and saved, and running it again completes it exactly.
+    let budgeted = DllmGrpoConfig { max_seconds: Some(1e-9), ..cfg.clone() };
+    let cut = dir.path().join("cut");
+    let first = train_dllm_grpo(&budgeted, "", &toy(), &cut, &dev).unwrap();
+    assert_eq!(first.steps, 1);
+    assert!(first.model_dir.join("model.safetensors").exists());
+    assert!(cut.join("summary.json").exists() && cut.join("checkpoints/step-00000001").is_dir());
+    assert_eq!(train_dllm_grpo(&cfg, "", &toy(), &cut, &dev).unwrap().steps, 3);
+    assert_eq!(metrics_without_times(&whole), metrics_without_times(&cut));
+    let bad = DllmGrpoConfig { max_seconds: Some(-1.0), ..cfg };
+    let err = train_dllm_grpo(&bad, "", &toy(), &dir.path().join("bad"), &dev).unwrap_err();
+    assert!(err.to_string().contains("max_seconds"), "{err}");
 }
 
 #[test]

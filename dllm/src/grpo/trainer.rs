@@ -121,7 +121,7 @@ pub fn train_dllm_grpo<T: TextTask>(
     for step in first..cfg.steps {
         iteration(&mut m, task, &rc, step, &mut log, &progress, last_eval.pass_rate)?;
         last = step + 1;
-        let out_of_time = budget.exhausted() && step + 1 < cfg.steps;
+        let out_of_time = budget.stops_run(step + 1, cfg.steps);
         let done = step + 1 == cfg.steps || out_of_time;
         if !done && cfg.eval_every > 0 && (step + 1) % cfg.eval_every == 0 {
             last_eval = run_eval(&m, task, cfg)?;
@@ -143,12 +143,7 @@ pub fn train_dllm_grpo<T: TextTask>(
             ckpt.save(&m.opt, &meta)?;
         }
         if out_of_time {
-            progress.println(&format!(
-                "max_seconds = {} reached after iteration {} of {}: evaluating and saving",
-                budget.elapsed_seconds().round(),
-                step + 1,
-                cfg.steps
-            ));
+            progress.println(&budget.stop_line("iteration", step + 1, cfg.steps));
             break;
         }
     }

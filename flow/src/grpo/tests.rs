@@ -205,8 +205,21 @@ fn zero_advantage_samples_never_reach_the_loss() {
     }
 }
 
+/// Every tensor of the two runs' saved models is bit-identical.
+fn assert_same_weights(a: &FlowGrpoReport, b: &FlowGrpoReport) {
+    let load = |r: &FlowGrpoReport| {
+        candle_core::safetensors::load(r.model_dir.join("model.safetensors"), &Device::Cpu).unwrap()
+    };
+    let (wa, wb) = (load(a), load(b));
+    for (name, t) in &wa {
+        let d =
+            (t - &wb[name]).unwrap().abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
+        assert_eq!(d, 0.0, "{name} differs from the uninterrupted run");
+    }
+}
+
 #[test]
-fn a_resumed_run_equals_an_uninterrupted_one() {
+fn a_resumed_run_or_one_cut_by_its_time_budget_equals_an_uninterrupted_one() {
     let base = tempfile::tempdir().unwrap();
     random_base(base.path());
     let task = ToyTask::new();
@@ -221,15 +234,19 @@ fn a_resumed_run_equals_an_uninterrupted_one() {
     assert!((a.base.reward_mean - b.base.reward_mean).abs() < 1e-12);
     assert_eq!(a.base.strict, b.base.strict);
     assert_eq!(a.base.samples, b.base.samples);
-    let wa = candle_core::safetensors::load(a.model_dir.join("model.safetensors"), &Device::Cpu)
-        .unwrap();
-    let wb = candle_core::safetensors::load(b.model_dir.join("model.safetensors"), &Device::Cpu)
-        .unwrap();
-    for (name, t) in &wa {
-        let d =
-            (t - &wb[name]).unwrap().abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
-        assert_eq!(d, 0.0, "{name} differs after resume");
-    }
+    assert_same_weights(&a, &b);
+    // A budget spent before the first iteration ends: the run stops after it, checkpointed,
+    // evaluated and saved, and running it again completes it exactly.
+    let cut = tempfile::tempdir().unwrap();
+    let budgeted = FlowGrpoConfig { max_seconds: Some(1e-9), ..cfg3.clone() };
+    let first =
+        train_flow_grpo(&budgeted, "", &task, &Brightness, cut.path(), &Device::Cpu).unwrap();
+    assert_eq!(first.steps, 1);
+    assert!(first.model_dir.join("model.safetensors").exists() && first.grid_after.exists());
+    assert!(cut.path().join("checkpoints/step-00000001").is_dir());
+    let c = train_flow_grpo(&cfg3, "", &task, &Brightness, cut.path(), &Device::Cpu).unwrap();
+    assert_eq!((a.steps, c.steps), (3, 3));
+    assert_same_weights(&a, &c);
     // The iteration lines agree exactly (timings aside): none lost or repeated by the resume.
     let iterations = |p: &Path| -> Vec<Vec<(String, String)>> {
         let rows = drift_core::metrics::read_metrics(p).unwrap();
@@ -249,35 +266,6 @@ fn a_resumed_run_equals_an_uninterrupted_one() {
     assert!(whole.path().join("curves.png").exists());
     assert!(a.grid_before.exists() && a.grid_after.exists());
     assert!(a.base.diversity.unwrap() > 0.0);
-}
-
-#[test]
-fn a_spent_time_budget_ends_the_run_cleanly_and_a_resume_completes_it_exactly() {
-    let base = tempfile::tempdir().unwrap();
-    random_base(base.path());
-    let task = ToyTask::new();
-    let cfg = FlowGrpoConfig { steps: 3, ..toy_config(base.path()) };
-    let whole = tempfile::tempdir().unwrap();
-    let a = train_flow_grpo(&cfg, "", &task, &Brightness, whole.path(), &Device::Cpu).unwrap();
-    assert_eq!(a.steps, 3);
-    let split = tempfile::tempdir().unwrap();
-    let budgeted = FlowGrpoConfig { max_seconds: Some(1e-9), ..cfg.clone() };
-    let first =
-        train_flow_grpo(&budgeted, "", &task, &Brightness, split.path(), &Device::Cpu).unwrap();
-    assert_eq!(first.steps, 1);
-    assert!(first.model_dir.join("model.safetensors").exists() && first.grid_after.exists());
-    assert!(split.path().join("checkpoints/step-00000001").is_dir());
-    let b = train_flow_grpo(&cfg, "", &task, &Brightness, split.path(), &Device::Cpu).unwrap();
-    assert_eq!(b.steps, 3);
-    let load = |r: &FlowGrpoReport| {
-        candle_core::safetensors::load(r.model_dir.join("model.safetensors"), &Device::Cpu).unwrap()
-    };
-    let (wa, wb) = (load(&a), load(&b));
-    for (name, t) in &wa {
-        let d =
-            (t - &wb[name]).unwrap().abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
-        assert_eq!(d, 0.0, "{name} differs after a budget stop and resume");
-    }
 }
 
 #[test]

@@ -270,7 +270,7 @@ pub fn train_flow_grpo<T: ImageTask>(
         log.log(step + 1, &values)?;
         write_prompt_stats(&run_dir.join("prompts.jsonl"), step + 1, task, &batch, cfg.group_size)?;
         last = step + 1;
-        let out_of_time = budget.exhausted() && step + 1 < cfg.steps;
+        let out_of_time = budget.stops_run(step + 1, cfg.steps);
         let done = step + 1 == cfg.steps || out_of_time;
         if !done && cfg.eval_every > 0 && (step + 1) % cfg.eval_every == 0 {
             let grid = run_dir.join(format!("eval/step-{:05}.png", step + 1));
@@ -296,12 +296,7 @@ pub fn train_flow_grpo<T: ImageTask>(
             ckpt.save(&m.opt, &meta)?;
         }
         if out_of_time {
-            progress.println(&format!(
-                "max_seconds = {} reached after iteration {} of {}: evaluating and saving",
-                budget.elapsed_seconds().round(),
-                step + 1,
-                cfg.steps
-            ));
+            progress.println(&budget.stop_line("iteration", step + 1, cfg.steps));
             break;
         }
     }
