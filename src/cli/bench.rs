@@ -61,18 +61,10 @@ fn rng(iters: usize, dev: &Device) -> Result<()> {
     let n = rows * cols;
     let line = json!({
         "case": "rng", "draw": "normal_rows", "rows": rows, "cols": cols, "seconds": secs,
-        "normals_per_s": n as f64 / secs, "threads": rayon_threads(),
+        "normals_per_s": n as f64 / secs, "threads": candle_core::utils::get_num_threads(),
     });
     println!("{line}");
     Ok(())
-}
-
-fn rayon_threads() -> usize {
-    std::env::var("RAYON_NUM_THREADS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .filter(|&n| n > 0)
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
 }
 
 /// The shipped code dLLM: one frozen forward over 16 rows × 200 positions (a rollout step)

@@ -9,7 +9,7 @@ use candle_core::Device;
 pub fn parse(name: &str) -> anyhow::Result<Device> {
     let ordinal = match name.trim() {
         "cpu" => return Ok(Device::Cpu),
-        "cuda" | "gpu" => 0,
+        "cuda" => 0,
         other => match other.strip_prefix("cuda:").map(str::parse::<usize>) {
             Some(Ok(n)) => n,
             _ => {
