@@ -43,6 +43,8 @@ struct Data {
     ids: Tensor,
     completion: Vec<Vec<bool>>,
     prompt: Vec<Vec<bool>>,
+    /// The EOS fill after the first EOS: masked with each pass's rate, never scored.
+    fill: Vec<Vec<bool>>,
 }
 
 fn data(n: usize) -> drift_dllm::Result<Data> {
@@ -52,7 +54,8 @@ fn data(n: usize) -> drift_dllm::Result<Data> {
     let prompts =
         items.iter().map(|i| task.prompt_ids(i)).collect::<drift_dllm::Result<Vec<_>>>()?;
     let p = prompts.iter().map(Vec::len).max().unwrap_or(0);
-    let (mut ids, mut completion, mut prompt) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut ids, mut completion, mut prompt, mut fill) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for (item, pr) in items.iter().zip(&prompts) {
         let target = tok.encode(&item.target())?;
         let mut row = vec![PAD_ID; p - pr.len()];
@@ -60,16 +63,17 @@ fn data(n: usize) -> drift_dllm::Result<Data> {
         row.extend(eos_filled(&target, GEN)?);
         let first_eos = p + target.len();
         completion.push((0..p + GEN).map(|j| j >= p && j <= first_eos).collect());
+        fill.push((0..p + GEN).map(|j| j > first_eos).collect());
         prompt.push((0..p + GEN).map(|j| j > p - pr.len() && j < p).collect());
         ids.push(row);
         debug_assert_eq!(ids.last().map(|r: &Vec<u32>| r[first_eos]), Some(EOS_ID));
     }
-    Ok(Data { ids: Tensor::new(ids, &Device::Cpu)?, completion, prompt })
+    Ok(Data { ids: Tensor::new(ids, &Device::Cpu)?, completion, prompt, fill })
 }
 
 #[allow(clippy::needless_range_loop)] // r and j index several parallel arrays
 /// `k` independent masks: `t ~ U(0.2, 0.8)` per draw, each completion token masked with
-/// probability `t`, weight `1/(k t)`.
+/// probability `t` (and each fill position, unscored), weight `1/(k t)`.
 fn independent(d: &Data, rows: &[u64], key: RngKey, k: usize) -> Vec<Pass> {
     let (b, t) = (d.completion.len(), d.completion[0].len());
     (0..k)
@@ -83,6 +87,9 @@ fn independent(d: &Data, rows: &[u64], key: RngKey, k: usize) -> Vec<Pass> {
                     if d.completion[r][j] && u[j] < tt {
                         pass.masked[r][j] = true;
                         pass.weight[r][j] = (1.0 / (k as f64 * tt)) as f32;
+                    }
+                    if d.fill[r][j] && u[j] < tt {
+                        pass.masked[r][j] = true;
                     }
                 }
             }
@@ -102,6 +109,7 @@ fn main() -> drift_dllm::Result<()> {
         ids: &d.ids,
         completion: &d.completion,
         prompt: &d.prompt,
+        fill: &d.fill,
         rows: &rows,
         attention_mask: None,
     };

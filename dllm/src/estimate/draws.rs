@@ -34,16 +34,19 @@ pub fn draw_passes(
         || input.rows.len() != b
         || input.completion.iter().any(|r| r.len() != t)
         || !(input.prompt.is_empty() || input.prompt.len() == b)
+        || !(input.fill.is_empty() || input.fill.len() == b)
+        || input.fill.iter().any(|r| r.len() != t)
     {
         return Err(DllmError::Input {
-            name: "completion / prompt / rows",
+            name: "completion / prompt / fill / rows",
             got: format!(
-                "{} completion rows, {} prompt rows, {} row ids",
+                "{} completion rows, {} prompt rows, {} fill rows, {} row ids",
                 input.completion.len(),
                 input.prompt.len(),
+                input.fill.len(),
                 input.rows.len()
             ),
-            expected: format!("{b} of each ({b} rows of length {t}; prompt may be empty)"),
+            expected: format!("{b} of each ({b} rows of length {t}; prompt and fill may be empty)"),
         });
     }
     let mut passes = vec![Pass::empty(b, t); cfg.passes_per_row()];
@@ -51,7 +54,18 @@ pub fn draw_passes(
         let row_key = key.row(input.rows[r]);
         let positions: Vec<usize> = (0..t).filter(|&j| input.completion[r][j]).collect();
         let prompt: &[bool] = input.prompt.get(r).map_or(&[], Vec::as_slice);
-        let row = RowPasses { key: row_key, call_key: key, positions: &positions, prompt, t };
+        let fill: Vec<usize> = input
+            .fill
+            .get(r)
+            .map_or(Vec::new(), |f| (0..t).filter(|&j| f[j] && !input.completion[r][j]).collect());
+        let row = RowPasses {
+            key: row_key,
+            call_key: key,
+            positions: &positions,
+            fill: &fill,
+            prompt,
+            t,
+        };
         for (k, (masked, weight)) in row.draw(cfg).into_iter().enumerate() {
             passes[k].masked[r] = masked;
             passes[k].weight[r] = weight;
@@ -67,6 +81,8 @@ struct RowPasses<'a> {
     call_key: RngKey,
     /// Completion positions `C` (`L = |C|`).
     positions: &'a [usize],
+    /// Fill positions `F` (after the completion): masked at each pass's rate, never scored.
+    fill: &'a [usize],
     prompt: &'a [bool],
     t: usize,
 }
@@ -74,14 +90,24 @@ struct RowPasses<'a> {
 type RowPass = (Vec<bool>, Vec<f32>);
 
 impl RowPasses<'_> {
-    fn pass(&self, masked: &[usize], weight: f64) -> RowPass {
+    /// A pass that masks and scores `masked` with `weight` and masks (unscored) `fill`.
+    fn pass(&self, masked: &[usize], weight: f64, fill: &[usize]) -> RowPass {
         let mut m = vec![false; self.t];
         let mut w = vec![0f32; self.t];
         for &j in masked {
             m[j] = true;
             w[j] = weight as f32;
         }
+        for &j in fill {
+            m[j] = true;
+        }
         (m, w)
+    }
+
+    /// The fill split by a keyed coin of probability `rate` per position: (masked, kept).
+    fn split_fill(&self, key: RngKey, rate: f64) -> (Vec<usize>, Vec<usize>) {
+        let u = key.uniform_f64_vec(self.t);
+        self.fill.iter().partition(|&&j| u[j] < rate)
     }
 
     /// `C` in a random order keyed by `key`.
@@ -94,7 +120,7 @@ impl RowPasses<'_> {
         let l = self.positions.len();
         match *cfg {
             EstimatorConfig::OneStep { prompt_mask_prob } => {
-                let mut pass = self.pass(self.positions, 1.0);
+                let mut pass = self.pass(self.positions, 1.0, self.fill);
                 let u = self.key.stream("estimate/one_step_prompt").uniform_f64_vec(self.t);
                 for (j, &real) in self.prompt.iter().enumerate() {
                     if real && u[j] < prompt_mask_prob {
@@ -110,12 +136,15 @@ impl RowPasses<'_> {
                 let r = self.key.stream("estimate/coupled_mask").uniform_f64_vec(self.t);
                 let (a, not_a): (Vec<usize>, Vec<usize>) =
                     self.positions.iter().partition(|&&j| r[j] < t);
+                // DiffuCoder draws one matrix over the whole generated region.
+                let (fill_a, fill_not_a): (Vec<usize>, Vec<usize>) =
+                    self.fill.iter().partition(|&&j| r[j] < t);
                 let mut out = Vec::new();
                 if full_pass {
-                    out.push(self.pass(self.positions, 0.5));
+                    out.push(self.pass(self.positions, 0.5, self.fill));
                 }
-                out.push(self.pass(&a, 0.5 / t));
-                out.push(self.pass(&not_a, 0.5 / (1.0 - t)));
+                out.push(self.pass(&a, 0.5 / t, &fill_a));
+                out.push(self.pass(&not_a, 0.5 / (1.0 - t), &fill_not_a));
                 out
             }
             EstimatorConfig::ElboMc { draws } => {
@@ -129,8 +158,11 @@ impl RowPasses<'_> {
                     let scale = 0.5 / draws as f64 * (l + 1) as f64;
                     let w_in = if x > 0 { scale / x as f64 } else { 0.0 };
                     let w_out = if x < l { scale / (l - x) as f64 } else { 0.0 };
-                    out.push(self.pass(&order[..x], w_in));
-                    out.push(self.pass(&order[x..], w_out));
+                    let rate = if l > 0 { x as f64 / l as f64 } else { 0.0 };
+                    let fill_key = self.key.stream("estimate/elbo_fill").draw(d as u64);
+                    let (fill_in, fill_out) = self.split_fill(fill_key, rate);
+                    out.push(self.pass(&order[..x], w_in, &fill_in));
+                    out.push(self.pass(&order[x..], w_out, &fill_out));
                 }
                 out
             }
@@ -139,7 +171,7 @@ impl RowPasses<'_> {
                 for (n, (t_n, w_n)) in rule.nodes().into_iter().enumerate() {
                     for d in 0..draws {
                         if l == 0 {
-                            out.push(self.pass(&[], 0.0));
+                            out.push(self.pass(&[], 0.0, &[]));
                             continue;
                         }
                         // k = round(t_n L) in 1..=L; weight 1/t̂ with the realised t̂ = k/L.
@@ -147,7 +179,9 @@ impl RowPasses<'_> {
                         let draw = (n * draws + d) as u64;
                         let order = self.shuffled(self.key.stream("estimate/gdpo_perm").draw(draw));
                         let w = w_n / draws as f64 * l as f64 / k as f64;
-                        out.push(self.pass(&order[..k], w));
+                        let fill_key = self.key.stream("estimate/gdpo_fill").draw(draw);
+                        let (fill_in, _) = self.split_fill(fill_key, k as f64 / l as f64);
+                        out.push(self.pass(&order[..k], w, &fill_in));
                     }
                 }
                 out

@@ -23,6 +23,12 @@
 //! is the sequence estimate, so the core's token ratio (diffu-/coupled-GRPO) and its
 //! fixed-length sequence ratio (ESPO, GDPO) both consume them as they are.
 //!
+//! **The fill.** Positions after the completion (the EOS fill of a fixed-length generated
+//! region, [`EstimateInput::fill`]) are masked with each pass's rate and never scored: all of
+//! them by one-step and the full pass, split by the same uniform matrix as the completion
+//! between the coupled pair (DiffuCoder's `~prompt_index & (R < t)`), with probability `x/L`
+//! per ELBO draw (the complement pass takes the rest) and `k/L` per quadrature node.
+//!
 //! **Randomness.** Every mask is a pure function of the caller's key (seed, step, inner
 //! iteration), the row's global id and the draw or node: row `b` draws under
 //! `key.row(rows[b])`, so old, reference and current passes of a row match under any
@@ -186,6 +192,11 @@ pub struct EstimateInput<'a> {
     /// `[B][T]` on the host: prompt positions that may be masked (real prompt tokens; the
     /// one-step estimator's `p_prompt`). Empty rows (or all false) mask no prompt token.
     pub prompt: &'a [Vec<bool>],
+    /// `[B][T]` on the host: the generated region after the completion (its EOS fill).
+    /// Every pass masks these positions at its own rate and never scores them, so the model
+    /// sees the whole generated region noised as when it decodes (d1 and DiffuCoder mask all
+    /// of it); a visible fill would tell it where the completion ends. Empty: no fill.
+    pub fill: &'a [Vec<bool>],
     /// Global row ids `[B]`: the `row` of every row's key.
     pub rows: &'a [u64],
     /// Optional attention mask `[B, T]` passed to the model with every pass.

@@ -45,20 +45,23 @@ impl MaskPredictor for ContextFree {
     }
 }
 
-/// Three rows: prompt lengths 4, 6, 3; completion lengths 9, 5, 12 (rest padding).
+/// Three rows: prompt lengths 4, 6, 3; completion lengths 9, 5, 12; the rest fill.
 struct Rows {
     ids: Vec<Vec<u32>>,
     completion: Vec<Vec<bool>>,
     prompt: Vec<Vec<bool>>,
+    fill: Vec<Vec<bool>>,
 }
 
 fn rows() -> Rows {
     let shape = [(4usize, 9usize), (6, 5), (3, 12)];
-    let mut out = Rows { ids: Vec::new(), completion: Vec::new(), prompt: Vec::new() };
+    let mut out =
+        Rows { ids: Vec::new(), completion: Vec::new(), prompt: Vec::new(), fill: Vec::new() };
     for (r, &(p, l)) in shape.iter().enumerate() {
         out.ids.push((0..T).map(|j| ((j * 3 + r) % 6) as u32).collect());
         out.completion.push((0..T).map(|j| j >= p && j < p + l).collect());
         out.prompt.push((0..T).map(|j| j < p).collect());
+        out.fill.push((0..T).map(|j| j >= p + l).collect());
     }
     out
 }
@@ -113,6 +116,7 @@ fn coupled_pair_scores_every_completion_token_exactly_once() {
         ids: &ids,
         completion: &r.completion,
         prompt: &r.prompt,
+        fill: &r.fill,
         rows: &[0, 1, 2],
         attention_mask: None,
     };
@@ -120,17 +124,20 @@ fn coupled_pair_scores_every_completion_token_exactly_once() {
         let passes = draw_passes(&EstimatorConfig::coupled(), &input, RngKey::new(seed)).unwrap();
         assert_eq!(passes.len(), 3);
         for row in 0..3 {
-            assert_eq!(passes[0].masked[row], r.completion[row], "the full pass masks all of C");
             for j in 0..T {
+                let region = r.completion[row][j] || r.fill[row][j];
+                assert_eq!(passes[0].masked[row][j], region, "the full pass masks C and the fill");
                 let (a, b) = (passes[1].masked[row][j], passes[2].masked[row][j]);
                 assert_eq!(
                     u8::from(a) + u8::from(b),
-                    u8::from(r.completion[row][j]),
-                    "seed {seed} row {row} col {j}"
+                    u8::from(region),
+                    "seed {seed} row {row} col {j}: the pair splits C and the fill"
                 );
-                // Scored (weight > 0) exactly where masked.
-                assert_eq!(passes[1].weight[row][j] > 0.0, a);
-                assert_eq!(passes[2].weight[row][j] > 0.0, b);
+                // Scored (weight > 0) exactly where masked in C, never in the fill.
+                let c = r.completion[row][j];
+                assert_eq!(passes[1].weight[row][j] > 0.0, a && c);
+                assert_eq!(passes[2].weight[row][j] > 0.0, b && c);
+                assert_eq!(passes[0].weight[row][j] > 0.0, c);
             }
         }
         // One t per call: the A-weight 1/(2t) is the same in every row.
@@ -152,6 +159,7 @@ fn expectations_equal_the_exact_log_likelihood_under_a_context_free_model() {
         ids: &ids,
         completion: &r.completion,
         prompt: &r.prompt,
+        fill: &r.fill,
         rows: &rows_ids,
         attention_mask: None,
     };
@@ -219,6 +227,7 @@ fn masks_and_estimates_do_not_depend_on_the_micro_batch() {
             ids: &ids,
             completion: &r.completion,
             prompt: &r.prompt,
+            fill: &r.fill,
             rows: &[7, 8, 9],
             attention_mask: None,
         };
@@ -231,6 +240,7 @@ fn masks_and_estimates_do_not_depend_on_the_micro_batch() {
                 ids: &sub,
                 completion: &r.completion[range.clone()],
                 prompt: &r.prompt[range.clone()],
+                fill: &r.fill[range.clone()],
                 rows: &row_ids,
                 attention_mask: None,
             };
@@ -300,6 +310,7 @@ fn estimates_carry_gradients_and_bad_configs_are_named() {
         ids: &ids,
         completion: &r.completion,
         prompt: &r.prompt,
+        fill: &r.fill,
         rows: &[0, 1, 2],
         attention_mask: None,
     };
@@ -330,5 +341,62 @@ fn estimates_carry_gradients_and_bad_configs_are_named() {
     for (cfg, field) in bad {
         let err = estimate(&model, &cfg, &input, RngKey::new(1), 64).unwrap_err().to_string();
         assert!(err.contains(field), "{err}");
+    }
+}
+
+#[test]
+#[allow(clippy::needless_range_loop)] // `row` indexes the rows and their fill
+fn the_fill_is_masked_at_each_pass_rate_and_never_scored() {
+    let r = rows();
+    let ids = ids_tensor(&r);
+    let input = EstimateInput {
+        ids: &ids,
+        completion: &r.completion,
+        prompt: &r.prompt,
+        fill: &r.fill,
+        rows: &[0, 1, 2],
+        attention_mask: None,
+    };
+    let fill = &r.fill;
+    let fill_of = |row: usize| (0..T).filter(move |&j| fill[row][j]);
+    // Quadrature node masking rates k/L, and how often the fill was masked, for row 1 (L = 5).
+    let gl3 =
+        EstimatorConfig::Quadrature { rule: QuadratureRule::GaussLegendre { nodes: 3 }, draws: 1 };
+    let (mut masked, mut seen) = ([0usize; 3], [0usize; 3]);
+    for seed in 0..400 {
+        let key = RngKey::new(seed);
+        for (cfg, _) in configs() {
+            let passes = draw_passes(&cfg, &input, key).unwrap();
+            for row in 0..3 {
+                for pass in &passes {
+                    assert!(fill_of(row).all(|j| pass.weight[row][j] == 0.0), "{cfg:?}");
+                }
+                match cfg {
+                    EstimatorConfig::OneStep { .. } => {
+                        assert!(fill_of(row).all(|j| passes[0].masked[row][j]));
+                    }
+                    // Each draw's pair splits the fill as it splits the completion.
+                    EstimatorConfig::ElboMc { .. } => {
+                        for pair in passes.chunks(2) {
+                            assert!(fill_of(row)
+                                .all(|j| pair[0].masked[row][j] != pair[1].masked[row][j]));
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+        let passes = draw_passes(&gl3, &input, key).unwrap();
+        for (n, pass) in passes.iter().enumerate() {
+            masked[n] += fill_of(1).filter(|&j| pass.masked[1][j]).count();
+            seen[n] += fill_of(1).count();
+        }
+    }
+    // Row 1 has L = 5: nodes 0.113, 0.5, 0.887 mask k = round(5 t) = 1, 3 (2.5 rounds away
+    // from zero), 4 positions, so the fill is masked at 1/5, 3/5, 4/5.
+    for (n, want) in [0.2, 0.6, 0.8].into_iter().enumerate() {
+        let got = masked[n] as f64 / seen[n] as f64;
+        let se = (want * (1.0 - want) / seen[n] as f64).sqrt();
+        assert!((got - want).abs() < 4.0 * se, "node {n}: fill masked at {got}, want {want}");
     }
 }

@@ -3,7 +3,9 @@
 use std::path::PathBuf;
 
 use drift_core::advantage::AdvantageConfig;
-use drift_core::loss::{KlEstimator, KlPenalty, PolicyLossConfig, RatioKind, Surrogate};
+use drift_core::loss::{
+    Aggregation, KlEstimator, KlPenalty, PolicyLossConfig, RatioKind, Surrogate,
+};
 use drift_core::train::{AdamWConfig, OptimConfig};
 use drift_samplers::dllm::{DecodeConfig, PositionRule, ProposalConfig};
 use serde::{Deserialize, Serialize};
@@ -17,10 +19,10 @@ use crate::estimate::EstimatorConfig;
 #[serde(rename_all = "snake_case")]
 pub enum Recipe {
     /// diffu-GRPO (d1, arXiv 2504.12216): one-step estimator, token ratio, clip 0.5, k3 KL
-    /// β 0.04, `r − mean`, μ 12, G 6.
+    /// β 0.04, token mean over the batch, `r − mean`, μ 12, G 6.
     DiffuGrpo,
     /// coupled-GRPO (DiffuCoder, arXiv 2506.20639): coupled estimator, token ratio, clip 0.5,
-    /// k3 KL β 0.01, leave-one-out without std, μ 2, G 10.
+    /// k3 KL β 0.01, token mean over the batch, leave-one-out without std, μ 2, G 10.
     #[default]
     CoupledGrpo,
     /// ESPO (arXiv 2512.03759): ELBO Monte Carlo (2 draws), ratio `exp(ΔELBO/L)`, clip 0.2,
@@ -56,11 +58,13 @@ pub struct RecipeParts {
 impl Recipe {
     /// The recipe's parts for completions of `gen_length` tokens (the fixed-length ratio's `L`).
     pub fn parts(self, gen_length: usize) -> RecipeParts {
+        // d1 and DiffuCoder both average the token losses over the batch's completion
+        // tokens: `(ℓ · m).sum() / m.sum()` (diffu_grpo_trainer.py, coupled_grpo.py).
         let token = |eps: f64, kl: Option<KlPenalty>| PolicyLossConfig {
             ratio: RatioKind::Token,
             surrogate: Surrogate::PpoClip { eps_low: eps, eps_high: eps },
             kl,
-            ..PolicyLossConfig::grpo()
+            aggregation: Aggregation::TokenMean,
         };
         match self {
             Self::DiffuGrpo => RecipeParts {

@@ -13,7 +13,7 @@ use super::task::{TaskScore, TextTask};
 use crate::error::Result;
 use crate::estimate::EstimateInput;
 use crate::model::DiffusionLm;
-use crate::tokenizer::{BOS_ID, PAD_ID};
+use crate::tokenizer::{BOS_ID, EOS_ID, PAD_ID};
 
 /// A scored rollout batch of `B = P·G` sequences, row `p·G + g` sample `g` of prompt `p`.
 #[derive(Debug)]
@@ -22,8 +22,15 @@ pub struct RolloutBatch<I> {
     pub items: Vec<I>,
     /// The decoding: tokens, commit steps, log-probs, completion mask.
     pub trajectory: Trajectory,
+    /// `[B, T]` u32: the sequences the estimators score, in the pretraining layout: prompt,
+    /// the completion up to its first EOS, then EOS over the rest of the generated region
+    /// (whatever the decoder left there carries no meaning once the completion has ended).
+    pub sequences: Tensor,
     /// `[B][T]` host copy: completion positions (up to and including the first EOS).
     pub completion: Vec<Vec<bool>>,
+    /// `[B][T]` host copy: the generated region after the completion (its EOS fill), which
+    /// the estimators mask but never score.
+    pub fill: Vec<Vec<bool>>,
     /// `[B][T]` host copy: real prompt tokens (not padding, not BOS).
     pub prompt: Vec<Vec<bool>>,
     /// The decoded completions.
@@ -51,9 +58,9 @@ impl<I> RolloutBatch<I> {
     pub fn is_empty(&self) -> bool {
         self.items.is_empty()
     }
-    /// The token ids of rows `start..start + n`.
+    /// The scored token ids ([`Self::sequences`]) of rows `start..start + n`.
     pub fn ids(&self, start: usize, n: usize) -> Result<Tensor> {
-        Ok(self.trajectory.tokens.narrow(0, start, n)?)
+        Ok(self.sequences.narrow(0, start, n)?)
     }
     /// The estimator input of rows `start..start + n`, `ids` being [`Self::ids`] of them.
     pub fn input<'a>(&'a self, ids: &'a Tensor, start: usize, n: usize) -> EstimateInput<'a> {
@@ -61,6 +68,7 @@ impl<I> RolloutBatch<I> {
             ids,
             completion: &self.completion[start..start + n],
             prompt: &self.prompt[start..start + n],
+            fill: &self.fill[start..start + n],
             rows: &self.trajectory.rows[start..start + n],
             attention_mask: None,
         }
@@ -100,6 +108,16 @@ pub fn sample_batch<T: TextTask>(
     let pl = trajectory.prompt_len;
     let completion: Vec<Vec<bool>> =
         cmask.iter().map(|r| r.iter().map(|&m| m > 0.0).collect()).collect();
+    let fill: Vec<Vec<bool>> = completion
+        .iter()
+        .map(|r| r.iter().enumerate().map(|(j, &c)| j >= pl && !c).collect())
+        .collect();
+    let canonical: Vec<u32> = tokens
+        .iter()
+        .zip(&fill)
+        .flat_map(|(r, f)| r.iter().zip(f).map(|(&t, &f)| if f { EOS_ID } else { t }))
+        .collect();
+    let sequences = Tensor::from_vec(canonical, (tokens.len(), tokens[0].len()), model.device())?;
     let prompt: Vec<Vec<bool>> = tokens
         .iter()
         .map(|r| r.iter().enumerate().map(|(j, &t)| j < pl && t != PAD_ID && t != BOS_ID).collect())
@@ -124,7 +142,9 @@ pub fn sample_batch<T: TextTask>(
     Ok(RolloutBatch {
         items,
         trajectory,
+        sequences,
         completion,
+        fill,
         prompt,
         texts,
         scores,

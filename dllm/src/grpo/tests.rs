@@ -5,6 +5,7 @@ use std::path::Path;
 
 use candle_core::Device;
 use drift_core::rng::RngKey;
+use drift_samplers::MaskPredictor;
 use drift_core::train::{AdamWConfig, OptimConfig, Optimizer, ParamSet};
 use drift_samplers::dllm::{DecodeConfig, PositionRule, ProposalConfig};
 
@@ -228,4 +229,69 @@ fn bad_configs_are_named() {
     assert_eq!((p.inner_iterations, p.group_size), (12, 6));
     let p = Recipe::Espo.parts(106);
     assert_eq!(p.estimator.passes_per_row(), 4);
+}
+
+#[test]
+fn the_fill_after_a_stop_token_becomes_eos_and_is_never_scored() {
+    let dir = tempfile::tempdir().unwrap();
+    random_base(dir.path());
+    let policy = DiffusionLm::from_dir(dir.path(), &LoadOptions::frozen()).unwrap();
+    let mut cfg = toy_config(dir.path(), Recipe::CoupledGrpo);
+    // Every token but the mask stops: each completion is its first token, the rest is fill.
+    let mask = policy.mask_id();
+    cfg.decode.stop_tokens = (0..policy.vocab_size() as u32).filter(|&t| t != mask).collect();
+    let rc = cfg.resolved().unwrap();
+    let batch = sample_batch(&policy, &toy(), &rc, 0).unwrap();
+    let pl = batch.trajectory.prompt_len;
+    let decoded = batch.trajectory.tokens.to_vec2::<u32>().unwrap();
+    let scored = batch.sequences.to_vec2::<u32>().unwrap();
+    for r in 0..batch.len() {
+        let completion: Vec<usize> =
+            (0..scored[r].len()).filter(|&j| batch.completion[r][j]).collect();
+        assert_eq!(completion, vec![pl], "row {r}");
+        for j in 0..scored[r].len() {
+            assert_eq!(batch.fill[r][j], j > pl, "row {r} col {j}");
+            let want = if j > pl { EOS_ID } else { decoded[r][j] };
+            assert_eq!(scored[r][j], want, "row {r} col {j}");
+        }
+    }
+}
+
+#[test]
+fn micro_batches_accumulate_the_whole_batch_gradient() {
+    let dir = tempfile::tempdir().unwrap();
+    random_base(dir.path());
+    for &recipe in RECIPES {
+        let mut norms = Vec::new();
+        for micro_batch in [8, 3] {
+            let cfg = DllmGrpoConfig { micro_batch, ..toy_config(dir.path(), recipe) };
+            let rc = cfg.resolved().unwrap();
+            let policy = DiffusionLm::from_dir(dir.path(), &LoadOptions::trainable()).unwrap();
+            let mut opt =
+                Optimizer::new(cfg.optim, ParamSet::all(policy.varmap().unwrap())).unwrap();
+            let mut batch = sample_batch(&policy.detached().unwrap(), &toy(), &rc, 0).unwrap();
+            // Completions of 1..=8 tokens, the rest fill: token and row shares differ.
+            let pl = batch.trajectory.prompt_len;
+            for r in 0..batch.len() {
+                let len = [5, 1, 8, 2, 7, 3, 1, 6][r];
+                let t = batch.completion[r].len();
+                batch.completion[r] = (0..t).map(|j| j >= pl && j < pl + len).collect();
+                batch.fill[r] = (0..t).map(|j| j >= pl + len).collect();
+            }
+            let mask: Vec<Vec<f32>> = batch
+                .completion
+                .iter()
+                .map(|r| r.iter().map(|&c| f32::from(u8::from(c))).collect())
+                .collect();
+            batch.trajectory.completion_mask =
+                candle_core::Tensor::new(mask, &Device::Cpu).unwrap();
+            let (old, _) = batch_log_probs(&policy, &batch, &rc, 0, 0).unwrap();
+            let reference = rc.parts.loss.kl.map(|_| old.clone());
+            let r = update(&policy, &batch, &old, reference.as_ref(), &rc, 0, 0, &mut opt).unwrap();
+            norms.push(r.step.grad_norm);
+        }
+        let (whole, split) = (norms[0], norms[1]);
+        assert!(whole > 0.0, "{recipe:?}");
+        assert!((whole - split).abs() < 1e-4 * whole, "{recipe:?}: {whole} vs {split}");
+    }
 }

@@ -2,7 +2,7 @@
 //! micro-batched updates through the core's policy loss.
 
 use candle_core::{DType, Tensor};
-use drift_core::loss::{policy_loss, LossDiagnostics, PolicyInputs, Reference};
+use drift_core::loss::{policy_loss, Aggregation, LossDiagnostics, PolicyInputs, Reference};
 use drift_core::rng::RngKey;
 use drift_core::train::{Grads, Optimizer, StepReport};
 
@@ -53,8 +53,8 @@ pub struct UpdateReport {
 }
 
 /// One inner iteration `it`: micro-batches of `cfg.micro_batch` rows, each weighted by its
-/// share of the batch, gradients accumulated, then one optimizer step. `old` and `reference`
-/// are this iteration's `[B, T]` log-probs.
+/// share of the batch ([`micro_batch_weights`]), gradients accumulated, then one optimizer
+/// step. `old` and `reference` are this iteration's `[B, T]` log-probs.
 #[allow(clippy::too_many_arguments)] // the parts of one inner iteration
 pub fn update<I>(
     policy: &DiffusionLm,
@@ -69,11 +69,11 @@ pub fn update<I>(
     let key = estimate_key(cfg.given.seed, step, it);
     let b = batch.len();
     let mask = batch.trajectory.completion_mask.to_dtype(DType::F32)?;
+    let shares = micro_batch_weights(&batch.completion, cfg.given.micro_batch, cfg);
     let (mut grads, mut loss, mut stats, mut weights, mut rows) =
         (None::<Grads>, None::<Tensor>, Vec::new(), Vec::new(), 0);
-    for start in (0..b).step_by(cfg.given.micro_batch) {
+    for (start, w) in (0..b).step_by(cfg.given.micro_batch).zip(shares) {
         let n = cfg.given.micro_batch.min(b - start);
-        let w = n as f64 / b as f64;
         let ids = batch.ids(start, n)?;
         let est =
             estimate(policy, &cfg.parts.estimator, &batch.input(&ids, start, n), key, usize::MAX)?;
@@ -105,4 +105,31 @@ pub fn update<I>(
         LossDiagnostics::combine(&Tensor::stack(&stats, 0)?.to_vec2::<f32>()?, &weights)?;
     let step = opt.step(f64::from(loss), grads.expect("a non-empty batch"))?;
     Ok(UpdateReport { step, diagnostics, forward_rows: rows })
+}
+
+/// The weight of each micro-batch's loss in the batch's, so that the accumulated gradient is
+/// the whole batch's: its share of the completion tokens under
+/// [`Aggregation::TokenMean`] (`Σ m ℓ / Σ m` over the batch, as d1 and DiffuCoder compute
+/// it), its share of the rows otherwise (`mean_b` and `Σ/(N·T_max)` average over rows).
+pub fn micro_batch_weights(
+    completion: &[Vec<bool>],
+    micro_batch: usize,
+    cfg: &ResolvedConfig,
+) -> Vec<f64> {
+    let b = completion.len();
+    let micro_batch = micro_batch.max(1);
+    let tokens: Vec<usize> = completion.iter().map(|r| r.iter().filter(|&&c| c).count()).collect();
+    let total: usize = tokens.iter().sum();
+    (0..b)
+        .step_by(micro_batch)
+        .map(|start| {
+            let end = (start + micro_batch).min(b);
+            match cfg.parts.loss.aggregation {
+                Aggregation::TokenMean if total > 0 => {
+                    tokens[start..end].iter().sum::<usize>() as f64 / total as f64
+                }
+                _ => (end - start) as f64 / b as f64,
+            }
+        })
+        .collect()
 }
