@@ -158,6 +158,11 @@ pub struct DllmGrpoConfig {
     /// iteration during which it runs out, checkpoints it, then evaluates and saves the model
     /// as at `steps` (a later invocation resumes). Default none (no limit).
     pub max_seconds: Option<f64>,
+    /// A null control for studies: each group's rewards are permuted (keyed by seed, step and
+    /// prompt) before the advantages, so the updates keep their size, their rollouts and their
+    /// masks but lose the reward's direction. Logged rewards and pass rates stay the true
+    /// ones. Default false.
+    pub shuffle_rewards: bool,
 }
 
 impl Default for DllmGrpoConfig {
@@ -195,6 +200,7 @@ impl Default for DllmGrpoConfig {
             checkpoint_every: 10,
             keep_last: 2,
             max_seconds: None,
+            shuffle_rewards: false,
         }
     }
 }

@@ -132,7 +132,10 @@ pub fn sample_batch<T: TextTask>(
     let reward_seconds = t1.elapsed().as_secs_f64();
     let dev = model.device();
     let groups = Groups::contiguous(p, g, dev)?;
-    let r: Vec<f32> = scores.iter().map(|s| s.reward as f32).collect();
+    let mut r: Vec<f32> = scores.iter().map(|s| s.reward as f32).collect();
+    if c.shuffle_rewards {
+        shuffle_within_groups(&mut r, g, rollout_key(c.seed, step).stream("shuffle_rewards"));
+    }
     let adv = group_advantages(&Tensor::from_vec(r, p * g, dev)?, &groups, &cfg.parts.advantage)?;
     let degenerate = adv.degenerate_groups()?;
     let degenerate_frac =
@@ -154,4 +157,15 @@ pub fn sample_batch<T: TextTask>(
         decode_seconds,
         reward_seconds,
     })
+}
+
+/// Permutes the rewards of every group of `g` consecutive rows by a permutation keyed by
+/// `key.row(group)` (the trainer's `shuffle_rewards` null control).
+pub fn shuffle_within_groups(rewards: &mut [f32], g: usize, key: RngKey) {
+    for (k, group) in rewards.chunks_mut(g.max(1)).enumerate() {
+        let orig = group.to_vec();
+        for (slot, &from) in group.iter_mut().zip(&key.row(k as u64).permutation_vec(orig.len())) {
+            *slot = orig[from as usize];
+        }
+    }
 }

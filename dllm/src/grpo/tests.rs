@@ -5,9 +5,9 @@ use std::path::Path;
 
 use candle_core::Device;
 use drift_core::rng::RngKey;
-use drift_samplers::MaskPredictor;
 use drift_core::train::{AdamWConfig, OptimConfig, Optimizer, ParamSet};
 use drift_samplers::dllm::{DecodeConfig, PositionRule, ProposalConfig};
+use drift_samplers::MaskPredictor;
 
 use super::*;
 use crate::model::{DiffusionLm, LoadOptions, TinySize};
@@ -294,4 +294,21 @@ fn micro_batches_accumulate_the_whole_batch_gradient() {
         assert!(whole > 0.0, "{recipe:?}");
         assert!((whole - split).abs() < 1e-4 * whole, "{recipe:?}: {whole} vs {split}");
     }
+}
+
+#[test]
+fn shuffled_rewards_are_a_keyed_permutation_within_each_group() {
+    let rewards: Vec<f32> = (0..12).map(|i| i as f32).collect();
+    let key = RngKey::new(4);
+    let mut a = rewards.clone();
+    super::rollout::shuffle_within_groups(&mut a, 4, key);
+    assert_ne!(a, rewards, "some group moved");
+    for (group, orig) in a.chunks(4).zip(rewards.chunks(4)) {
+        let mut sorted = group.to_vec();
+        sorted.sort_by(f32::total_cmp);
+        assert_eq!(sorted, orig, "a permutation of the same group");
+    }
+    let mut b = rewards.clone();
+    super::rollout::shuffle_within_groups(&mut b, 4, key);
+    assert_eq!(a, b, "keyed");
 }
