@@ -210,6 +210,17 @@ pub fn evaluate(model: &DiffusionLm, opts: &EvalOptions) -> Result<Vec<Scored>> 
     Ok(items.iter().zip(scored).map(|(item, (c, s))| Scored::new(item, c, &s)).collect())
 }
 
+/// The distinct templates among `scored` and how many of them have at least one passing item.
+/// Items of one template share the shape of their solution, so the pass rate moves in whole
+/// templates: these two numbers say how coarse it is.
+pub fn template_coverage(scored: &[Scored]) -> (usize, usize) {
+    let mut passed: std::collections::BTreeMap<&str, bool> = std::collections::BTreeMap::new();
+    for s in scored {
+        *passed.entry(s.template.as_str()).or_default() |= s.passed;
+    }
+    (passed.len(), passed.values().filter(|&&p| p).count())
+}
+
 /// `drift eval dllm`: held-out pass rate of a saved model on the code world.
 pub fn eval(model_dir: &Path, opts: &EvalOptions, out: Option<&Path>, dev: &Device) -> Result<()> {
     let load = LoadOptions { device: dev.clone(), ..LoadOptions::frozen() };
@@ -219,6 +230,7 @@ pub fn eval(model_dir: &Path, opts: &EvalOptions, out: Option<&Path>, dev: &Devi
     let n = scored.len().max(1) as f64;
     let mean = |f: fn(&Scored) -> f64| scored.iter().map(f).sum::<f64>() / n;
     let pass = mean(|s| f64::from(u8::from(s.passed)));
+    let (templates, templates_passed) = template_coverage(&scored);
     let summary = serde_json::json!({
         "eval": format!("dllm/code/{}", opts.split.name()),
         "model": model_dir.display().to_string(),
@@ -227,6 +239,8 @@ pub fn eval(model_dir: &Path, opts: &EvalOptions, out: Option<&Path>, dev: &Devi
         "block_length": opts.block_length,
         "steps": opts.steps,
         "pass_rate": pass,
+        "templates": templates,
+        "templates_passed": templates_passed,
         "mean_execution": mean(|s| s.execution),
         "format_rate": mean(|s| f64::from(u8::from(s.format == 1.0))),
         "mean_reward": mean(|s| s.reward),
@@ -251,6 +265,22 @@ pub fn eval(model_dir: &Path, opts: &EvalOptions, out: Option<&Path>, dev: &Devi
 mod tests {
     use super::*;
     use drift_dllm::grpo::TextTask;
+
+    #[test]
+    fn template_coverage_counts_templates_with_a_pass() {
+        let item = |template: &str, passed: bool| Scored {
+            id: String::new(),
+            template: template.into(),
+            completion: String::new(),
+            reward: 0.0,
+            execution: 0.0,
+            format: 0.0,
+            passed,
+        };
+        let scored = [item("a", false), item("b", true), item("a", true), item("c", false)];
+        assert_eq!(template_coverage(&scored), (3, 2));
+        assert_eq!(template_coverage(&[]), (0, 0));
+    }
 
     #[test]
     fn reference_targets_pass_and_a_wrong_body_fails_through_the_eval_scoring() {
