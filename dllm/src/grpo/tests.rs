@@ -99,9 +99,14 @@ fn toy_config(base: &Path, recipe: Recipe) -> DllmGrpoConfig {
 fn first_ratio_is_exactly_one_for_every_recipe_and_micro_batch() {
     let dir = tempfile::tempdir().unwrap();
     random_base(dir.path());
+    // Without stop tokens, and with every token a stop (one-token completions, the rest fill).
+    let every: Vec<u32> = (0..CharTokenizer::ascii().vocab_size() as u32)
+        .filter(|&t| t != CharTokenizer::ascii().mask_id())
+        .collect();
     for &recipe in RECIPES {
-        for micro_batch in [3, 8] {
-            let cfg = DllmGrpoConfig { micro_batch, ..toy_config(dir.path(), recipe) };
+        for (micro_batch, stops) in [(3, vec![]), (8, vec![]), (3, every.clone())] {
+            let mut cfg = DllmGrpoConfig { micro_batch, ..toy_config(dir.path(), recipe) };
+            cfg.decode.stop_tokens = stops;
             let rc = cfg.resolved().unwrap();
             let policy = DiffusionLm::from_dir(dir.path(), &LoadOptions::trainable()).unwrap();
             let reference = policy.frozen_copy().unwrap();
@@ -109,6 +114,8 @@ fn first_ratio_is_exactly_one_for_every_recipe_and_micro_batch() {
                 Optimizer::new(cfg.optim, ParamSet::all(policy.varmap().unwrap())).unwrap();
             let batch = sample_batch(&policy.detached().unwrap(), &toy(), &rc, 0).unwrap();
             assert_eq!(batch.len(), 8);
+            let fill = batch.fill.iter().flatten().filter(|&&f| f).count();
+            assert_eq!(fill, if rc.given.decode.stop_tokens.is_empty() { 0 } else { 8 * 7 });
             let (old, rows) = batch_log_probs(&policy, &batch, &rc, 0, 0).unwrap();
             assert_eq!(rows, 8 * rc.parts.estimator.passes_per_row());
             let reference =
