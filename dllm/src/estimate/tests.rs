@@ -66,6 +66,18 @@ fn rows() -> Rows {
     out
 }
 
+/// The estimator input over every row of `r`.
+fn whole_input<'a>(r: &'a Rows, ids: &'a Tensor, rows: &'a [u64]) -> EstimateInput<'a> {
+    EstimateInput {
+        ids,
+        completion: &r.completion,
+        prompt: &r.prompt,
+        fill: &r.fill,
+        rows,
+        attention_mask: None,
+    }
+}
+
 fn ids_tensor(r: &Rows) -> Tensor {
     Tensor::new(r.ids.clone(), &Device::Cpu).unwrap()
 }
@@ -112,14 +124,7 @@ fn host_estimate(passes: &[Pass], r: usize, lp: &[f64]) -> f64 {
 fn coupled_pair_scores_every_completion_token_exactly_once() {
     let r = rows();
     let ids = ids_tensor(&r);
-    let input = EstimateInput {
-        ids: &ids,
-        completion: &r.completion,
-        prompt: &r.prompt,
-        fill: &r.fill,
-        rows: &[0, 1, 2],
-        attention_mask: None,
-    };
+    let input = whole_input(&r, &ids, &[0, 1, 2]);
     for seed in 0..50 {
         let passes = draw_passes(&EstimatorConfig::coupled(), &input, RngKey::new(seed)).unwrap();
         assert_eq!(passes.len(), 3);
@@ -155,14 +160,7 @@ fn expectations_equal_the_exact_log_likelihood_under_a_context_free_model() {
     let r = rows();
     let ids = ids_tensor(&r);
     let rows_ids = [10u64, 11, 12];
-    let input = EstimateInput {
-        ids: &ids,
-        completion: &r.completion,
-        prompt: &r.prompt,
-        fill: &r.fill,
-        rows: &rows_ids,
-        attention_mask: None,
-    };
+    let input = whole_input(&r, &ids, &rows_ids);
     let exact: Vec<f64> = (0..3)
         .map(|row| {
             let lp = model.log_probs(&r.ids[row]);
@@ -223,14 +221,7 @@ fn masks_and_estimates_do_not_depend_on_the_micro_batch() {
     let ids = Tensor::new(ids, &Device::Cpu).unwrap();
     let key = RngKey::new(8).step(4).iteration(1);
     for (cfg, _) in configs() {
-        let full_in = EstimateInput {
-            ids: &ids,
-            completion: &r.completion,
-            prompt: &r.prompt,
-            fill: &r.fill,
-            rows: &[7, 8, 9],
-            attention_mask: None,
-        };
+        let full_in = whole_input(&r, &ids, &[7, 8, 9]);
         let full = draw_passes(&cfg, &full_in, key).unwrap();
         let whole =
             estimate(&model, &cfg, &full_in, key, 64).unwrap().sequence.to_vec1::<f32>().unwrap();
@@ -306,14 +297,7 @@ fn estimates_carry_gradients_and_bad_configs_are_named() {
     let ids: Vec<Vec<u32>> =
         r.ids.iter().map(|row| row.iter().map(|&x| x + 40).collect()).collect();
     let ids = Tensor::new(ids, &Device::Cpu).unwrap();
-    let input = EstimateInput {
-        ids: &ids,
-        completion: &r.completion,
-        prompt: &r.prompt,
-        fill: &r.fill,
-        rows: &[0, 1, 2],
-        attention_mask: None,
-    };
+    let input = whole_input(&r, &ids, &[0, 1, 2]);
     for (cfg, _) in configs() {
         let est = estimate(&model, &cfg, &input, RngKey::new(1), 64).unwrap();
         let seq = est.sequence.to_vec1::<f32>().unwrap();
@@ -349,14 +333,7 @@ fn estimates_carry_gradients_and_bad_configs_are_named() {
 fn the_fill_is_masked_at_each_pass_rate_and_never_scored() {
     let r = rows();
     let ids = ids_tensor(&r);
-    let input = EstimateInput {
-        ids: &ids,
-        completion: &r.completion,
-        prompt: &r.prompt,
-        fill: &r.fill,
-        rows: &[0, 1, 2],
-        attention_mask: None,
-    };
+    let input = whole_input(&r, &ids, &[0, 1, 2]);
     let fill = &r.fill;
     let fill_of = |row: usize| (0..T).filter(move |&j| fill[row][j]);
     // Quadrature node masking rates k/L, and how often the fill was masked, for row 1 (L = 5).

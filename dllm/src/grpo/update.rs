@@ -69,7 +69,8 @@ pub fn update<I>(
     let key = estimate_key(cfg.given.seed, step, it);
     let b = batch.len();
     let mask = batch.trajectory.completion_mask.to_dtype(DType::F32)?;
-    let shares = micro_batch_weights(&batch.completion, cfg.given.micro_batch, cfg);
+    let shares =
+        micro_batch_weights(&batch.completion, cfg.given.micro_batch, cfg.parts.loss.aggregation);
     let (mut grads, mut loss, mut stats, mut weights, mut rows) =
         (None::<Grads>, None::<Tensor>, Vec::new(), Vec::new(), 0);
     for (start, w) in (0..b).step_by(cfg.given.micro_batch).zip(shares) {
@@ -114,7 +115,7 @@ pub fn update<I>(
 pub fn micro_batch_weights(
     completion: &[Vec<bool>],
     micro_batch: usize,
-    cfg: &ResolvedConfig,
+    aggregation: Aggregation,
 ) -> Vec<f64> {
     let b = completion.len();
     let micro_batch = micro_batch.max(1);
@@ -124,7 +125,7 @@ pub fn micro_batch_weights(
         .step_by(micro_batch)
         .map(|start| {
             let end = (start + micro_batch).min(b);
-            match cfg.parts.loss.aggregation {
+            match aggregation {
                 Aggregation::TokenMean if total > 0 => {
                     tokens[start..end].iter().sum::<usize>() as f64 / total as f64
                 }
