@@ -27,7 +27,7 @@ Examples:
   drift train flow                                   # the main job: Flow-GRPO on the shapes world
   drift train dllm --set recipe=espo --set steps=20  # a dLLM recipe on the code world
   drift sample dllm --model examples/checkpoints/dllm-code-v3 --prompt 'the sum of the even elements of xs'
-  drift sample flow --model examples/checkpoints/flow-shapes-v0 --prompt '2 red circles' --out grid.png
+  drift sample flow --model examples/checkpoints/flow-shapes-v2 --prompt 'a red circle left of a square' --out grid.png
   drift plot runs/flow-grpo/metrics.jsonl --keys reward/mean,clip/frac --out curves.png
   drift bench flow
 
@@ -186,7 +186,7 @@ enum SampleCmd {
     /// Sample images of shapes-world prompts with a saved DiT; prints each image's verifier
     /// verdict as a JSON line and writes a captioned grid.
     ///
-    /// Example: drift sample flow --model examples/checkpoints/flow-shapes-v0 --prompt '2 red circles' --n 4 --sampler flow_grpo --noise 0.7 --out grid.png
+    /// Example: drift sample flow --model examples/checkpoints/flow-shapes-v2 --prompt 'a red circle left of a square' --n 4 --sampler flow_grpo --noise 0.7 --out grid.png
     Flow {
         /// Model directory (config.json + model.safetensors).
         #[arg(long)]
@@ -252,9 +252,10 @@ enum PretrainCmd {
 
 #[derive(Subcommand, Debug)]
 enum EvalCmd {
-    /// GenEval-style strict accuracy of a DiT sampled with the ODE on the held-out prompts.
+    /// GenEval-style strict accuracy of a DiT sampled with the ODE on the held-out prompts (or
+    /// a JSONL prompt file), overall and per category.
     ///
-    /// Example: drift eval flow --model examples/checkpoints/flow-shapes --steps 40
+    /// Example: drift eval flow --model examples/checkpoints/flow-shapes-v2 --steps 40
     Flow {
         /// Model directory (config.json + model.safetensors).
         #[arg(long)]
@@ -271,6 +272,13 @@ enum EvalCmd {
         /// Directory for the image grid.
         #[arg(long)]
         out: Option<PathBuf>,
+        /// A JSONL prompt file (`{"prompt": "3 red circles", "category": "counting"}` per line)
+        /// to score instead of the world's held-out split.
+        #[arg(long)]
+        prompts: Option<PathBuf>,
+        /// Images per category: each category's prompts repeated to at least this many.
+        #[arg(long, default_value_t = 48)]
+        per_category: usize,
     },
     /// Held-out pass rate of a dLLM on the code world: greedy low-confidence decoding of the
     /// held-out specs, scored by the sandboxed code reward (all tests pass = a pass).
@@ -332,8 +340,17 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Some(Command::Train(TrainCmd::Dllm { config, sets, out })) => {
             cli::dllm::train(config.as_deref(), &sets, &out, dev)?;
         }
-        Some(Command::Eval(EvalCmd::Flow { model, steps, cfg, seed, out })) => {
-            cli::flow::eval(&model, steps, cfg, seed, out, dev)?;
+        Some(Command::Eval(EvalCmd::Flow {
+            model,
+            steps,
+            cfg,
+            seed,
+            out,
+            prompts,
+            per_category,
+        })) => {
+            let sampling = drift_flow::grpo::EvalSampling { steps, guidance: cfg, seed, batch: 32 };
+            cli::flow::eval(&model, &sampling, prompts.as_deref(), per_category, out, dev)?;
         }
         Some(Command::Eval(EvalCmd::Dllm { model, n, canvas, batch, split, out })) => {
             cli::existing_dir(&model, "--model")?;

@@ -58,7 +58,7 @@ fn usage_errors_exit_2_and_name_the_problem() {
         drift(&["sample", "flow", "--model", "/no/such/dit", "--prompt", "2 red circles"]);
     assert_eq!(code, 2, "{text}");
     assert!(text.contains("/no/such/dit"), "{text}");
-    let model = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/checkpoints/flow-shapes-v0");
+    let model = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/checkpoints/flow-shapes-v2");
     let (code, text) = drift(&["sample", "flow", "--model", model, "--prompt", "a purple dragon"]);
     assert_eq!(code, 2, "{text}");
     assert!(text.contains("purple"), "{text}");
@@ -98,7 +98,7 @@ fn usage_errors_exit_2_and_name_the_problem() {
 #[test]
 fn sample_and_plot_run_on_the_shipped_models() {
     let dir = tempfile::tempdir().unwrap();
-    let model = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/checkpoints/flow-shapes-v0");
+    let model = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/checkpoints/flow-shapes-v2");
     let grid = dir.path().join("g.png");
     let args = ["sample", "flow", "--model", model, "--prompt", "2 red circles", "--n", "2"];
     let (code, text) =
@@ -125,6 +125,44 @@ fn sample_and_plot_run_on_the_shipped_models() {
     let (code, text) = drift(&["plot", metrics.to_str().unwrap(), "--keys", "b"]);
     assert_eq!(code, 1, "{text}");
     assert!(text.contains("`b`"), "{text}");
+}
+
+#[test]
+fn eval_flow_scores_a_prompt_file_per_category_and_names_a_malformed_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/checkpoints/flow-shapes-v2");
+    let good = dir.path().join("good.jsonl");
+    std::fs::write(
+        &good,
+        "{\"prompt\": \"3 circles\", \"category\": \"counting\"}\n{\"prompt\": \"a red square\"}\n",
+    )
+    .unwrap();
+    let args = ["eval", "flow", "--model", model, "--steps", "2", "--per-category", "2"];
+    let (code, text) = drift(&[&args[..], &["--prompts", good.to_str().unwrap()]].concat());
+    assert_eq!(code, 0, "{text}");
+    let lines: Vec<serde_json::Value> =
+        text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+    assert_eq!(lines.len(), 3, "two categories and the overall line: {text}");
+    assert_eq!(
+        (lines[0]["category"].as_str(), lines[0]["samples"].as_u64()),
+        (Some("counting"), Some(2))
+    );
+    assert_eq!(lines[1]["category"], "colors");
+    assert_eq!(
+        (lines[2]["samples"].as_u64(), lines[2]["eval"].as_str()),
+        (Some(4), Some("flow/prompts"))
+    );
+    let bad = dir.path().join("bad.jsonl");
+    std::fs::write(&bad, "{\"prompt\": \"3 circles\"}\n{\"prompt\": \"3 purple circles\"}\n")
+        .unwrap();
+    let (code, text) = drift(&[&args[..], &["--prompts", bad.to_str().unwrap()]].concat());
+    assert_eq!(code, 2, "{text}");
+    assert!(text.contains("bad.jsonl, line 2") && text.contains("`purple`"), "{text}");
+    let wrong = dir.path().join("wrong.jsonl");
+    std::fs::write(&wrong, "{\"prompt\": \"3 circles\", \"category\": \"position\"}\n").unwrap();
+    let (code, text) = drift(&[&args[..], &["--prompts", wrong.to_str().unwrap()]].concat());
+    assert_eq!(code, 2, "{text}");
+    assert!(text.contains("line 1") && text.contains("`counting`"), "{text}");
 }
 
 #[test]

@@ -117,6 +117,19 @@ impl Groups {
     }
 }
 
+/// Permutes the rewards of every group of `g` consecutive rows by a permutation keyed by
+/// `key.row(group)`: the shuffled-reward null control of the RL trainers (`shuffle_rewards`).
+/// Each group keeps its multiset of rewards, so advantages keep their sizes, masks and
+/// degenerate groups; only which sample earned which reward is gone.
+pub fn shuffle_within_groups(rewards: &mut [f32], g: usize, key: crate::rng::RngKey) {
+    for (k, group) in rewards.chunks_mut(g.max(1)).enumerate() {
+        let orig = group.to_vec();
+        for (slot, &from) in group.iter_mut().zip(&key.row(k as u64).permutation_vec(orig.len())) {
+            *slot = orig[from as usize];
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,7 +4,7 @@
 //! (median of the timed runs), images/s and model evaluations/s (a CFG call counts two).
 //!
 //! Run with `cargo bench -p drift-flow --bench sampling` (from the workspace root, so the
-//! shipped checkpoint `examples/checkpoints/flow-shapes-v0` is found; `DRIFT_BENCH_MODEL`
+//! shipped checkpoint `examples/checkpoints/flow-shapes-v2` is found; `DRIFT_BENCH_MODEL`
 //! points at another one).
 
 use std::path::PathBuf;
@@ -28,7 +28,7 @@ fn model_dir() -> PathBuf {
     }
     // `cargo bench` runs in the crate's directory; the checkpoint lives at the workspace root.
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
-    root.join("examples/checkpoints/flow-shapes-v0")
+    root.join("examples/checkpoints/flow-shapes-v2")
 }
 
 struct Inputs {

@@ -100,7 +100,7 @@ fn dllm(iters: usize, dev: &Device) -> Result<()> {
 
 /// The shipped shapes DiT: 32 images with the 10-step ODE and the 10-step Flow-GRPO SDE.
 fn flow(iters: usize, dev: &Device) -> Result<()> {
-    let dir = Path::new("examples/checkpoints/flow-shapes-v0");
+    let dir = Path::new("examples/checkpoints/flow-shapes-v2");
     super::existing_dir(dir, "the shipped DiT")?;
     let model = load_dit_frozen(dir, dev)?;
     let task = ShapesTask::new()?;

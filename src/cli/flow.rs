@@ -5,16 +5,16 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use candle_core::{Device, Tensor};
 use drift_flow::grpo::{
-    evaluate, shapes_reward, train_flow_grpo, EvalSampling, FlowGrpoConfig, ImageTask, RewardTerm,
-    ShapesTask,
+    evaluate, shapes_reward, train_flow_grpo, EvalReport, EvalSampling, FlowGrpoConfig, ImageTask,
+    RewardTerm, ShapesTask,
 };
 use drift_flow::model::load_dit_frozen;
 use drift_flow::pretrain_run::{pretrain_flow, PretrainFlowConfig};
-use drift_rewards::shapes::{self, Prompt, SplitConfig};
+use drift_rewards::shapes::{self, Category, Prompt, SplitConfig};
 
 /// `B` training examples of the shapes world's train split, keyed by `(seed, step·B + i)`.
 fn shapes_batch(
-    train: &[Prompt],
+    train: &[(Category, Vec<Prompt>)],
     seed: u64,
     step: u64,
     b: usize,
@@ -23,7 +23,7 @@ fn shapes_batch(
     let mut pixels = Vec::with_capacity(b * 3 * 32 * 32);
     let mut ids = Vec::with_capacity(b * shapes::MAX_TOKENS);
     for i in 0..b as u64 {
-        let (prompt, image) = shapes::training_example(train, seed, step * b as u64 + i)
+        let (prompt, image) = shapes::training_example_grouped(train, seed, step * b as u64 + i)
             .context("the shapes train split is empty")?;
         pixels.extend(image.to_chw_f32());
         ids.extend(shapes::tokenize(&prompt));
@@ -61,16 +61,15 @@ pub fn pretrain(config: Option<&Path>, sets: &[String], out: &Path, dev: &Device
     let (cfg, text): (PretrainFlowConfig, String) = super::config::load(config, sets)?;
     check_model_fits_world(&cfg).map_err(|e| super::usage(format!("{e:#}")))?;
     let split = shapes::split(&SplitConfig::default())?;
+    let groups = shapes::by_category(&split.train);
     let seed = cfg.seed;
     std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
     std::fs::write(out.join("config.toml"), &text)?;
     let report = pretrain_flow(&cfg, &text, out, dev, |step, b| {
-        shapes_batch(&split.train, seed, step, b, dev).map_err(|e| {
-            drift_flow::FlowModelError::Config {
-                field: "data",
-                value: e.to_string(),
-                expected: "a shapes training batch".into(),
-            }
+        shapes_batch(&groups, seed, step, b, dev).map_err(|e| drift_flow::FlowModelError::Config {
+            field: "data",
+            value: e.to_string(),
+            expected: "a shapes training batch".into(),
         })
     })?;
     println!("final loss (mean of the last 10% of steps): {:.5}", report.final_loss);
@@ -93,7 +92,7 @@ pub fn train(config: Option<&Path>, sets: &[String], out: &Path, dev: &Device) -
     let model_cfg = drift_flow::model::load_dit_config(&cfg.base)
         .with_context(|| format!("base model `base = {}`", cfg.base.display()))?;
     check_model_fits_world(&PretrainFlowConfig { model: model_cfg, ..Default::default() })?;
-    let task = ShapesTask::new()?;
+    let task = task_from(cfg.prompts.as_deref(), cfg.eval_images_per_category)?;
     let reward = shapes_reward(&cfg.rewards)?;
     std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
     std::fs::write(out.join("config.toml"), &text)?;
@@ -102,8 +101,11 @@ pub fn train(config: Option<&Path>, sets: &[String], out: &Path, dev: &Device) -
     if r.steps < cfg.steps {
         println!("stopped by max_seconds after iteration {} of {}", r.steps, cfg.steps);
     }
+    let table = category_table(&r.base, &r.trained);
+    std::fs::write(out.join("categories.md"), &table)?;
+    print!("{table}");
     println!(
-        "held-out strict accuracy ({} prompts, ODE {} steps): base {} -> trained {}",
+        "held-out strict accuracy (mean of categories, {} images, ODE {} steps): base {} -> trained {}",
         r.trained.samples,
         cfg.eval_steps,
         pct(r.base.strict),
@@ -130,15 +132,88 @@ pub fn train(config: Option<&Path>, sets: &[String], out: &Path, dev: &Device) -
     Ok(())
 }
 
-/// `drift eval flow`: held-out strict accuracy of a saved model.
+/// The task of a run: the shapes world's split, or a JSONL prompt file whose `held_out` lines
+/// are evaluated (the world's held-out split when it has none) and whose other lines are
+/// trained on.
+pub fn task_from(prompts: Option<&Path>, per_category: usize) -> Result<ShapesTask> {
+    let Some(path) = prompts else {
+        return Ok(ShapesTask::with_eval_images(per_category)?);
+    };
+    let records = shapes::jsonl::read_jsonl(path).map_err(|e| super::usage(e.to_string()))?;
+    let (held, train): (Vec<_>, Vec<_>) = records
+        .into_iter()
+        .partition(|(_, s)| *s == Some(drift_rewards::worlds::split::Split::HeldOut));
+    let train: Vec<Prompt> = train.into_iter().map(|(p, _)| p).collect();
+    if train.is_empty() {
+        return Err(super::usage(format!(
+            "prompt file {}: no training prompts (every line is tagged held_out)",
+            path.display()
+        )));
+    }
+    let held: Vec<Prompt> = if held.is_empty() {
+        shapes::split(&SplitConfig::default())?.held_out
+    } else {
+        held.into_iter().map(|(p, _)| p).collect()
+    };
+    Ok(ShapesTask::from_prompts(&train, &held, per_category)?)
+}
+
+/// The per-category table of a base-vs-trained evaluation (GenEval's table), as Markdown.
+pub fn category_table(base: &EvalReport, trained: &EvalReport) -> String {
+    let pct = |x: Option<f64>| x.map_or("n/a".to_string(), |v| format!("{:.1}", 100.0 * v));
+    let mut out = String::from("| category | images | base strict % | trained strict % | change |\n|---|---|---|---|---|\n");
+    for b in &base.categories {
+        let t = trained.categories.iter().find(|t| t.name == b.name);
+        let change = match (b.strict, t.and_then(|t| t.strict)) {
+            (Some(x), Some(y)) => format!("{:+.1}", 100.0 * (y - x)),
+            _ => "n/a".into(),
+        };
+        out.push_str(&format!(
+            "| {} | {} | {} | {} | {change} |\n",
+            b.name,
+            b.samples,
+            pct(b.strict),
+            pct(t.and_then(|t| t.strict))
+        ));
+    }
+    let change = match (base.strict, trained.strict) {
+        (Some(x), Some(y)) => format!("{:+.1}", 100.0 * (y - x)),
+        _ => "n/a".into(),
+    };
+    out.push_str(&format!(
+        "| **overall** (mean of categories) | {} | {} | {} | {change} |\n",
+        base.samples,
+        pct(base.strict),
+        pct(trained.strict)
+    ));
+    out
+}
+
+/// `drift eval flow`: strict accuracy of a saved model on the held-out split or a prompt
+/// file, overall and per category.
 pub fn eval(
     model_dir: &Path,
-    steps: usize,
-    guidance: f64,
-    seed: u64,
+    sampling: &EvalSampling,
+    prompts: Option<&Path>,
+    per_category: usize,
     out: Option<PathBuf>,
     dev: &Device,
 ) -> Result<()> {
+    if per_category == 0 {
+        return Err(super::usage("--per-category must be at least 1"));
+    }
+    let task = match prompts {
+        None => ShapesTask::with_eval_images(per_category)?,
+        Some(path) => {
+            let records =
+                shapes::jsonl::read_jsonl(path).map_err(|e| super::usage(e.to_string()))?;
+            let all: Vec<Prompt> = records.into_iter().map(|(p, _)| p).collect();
+            if all.is_empty() {
+                return Err(super::usage(format!("prompt file {}: no prompts", path.display())));
+            }
+            ShapesTask::from_prompts(&all, &all, per_category)?
+        }
+    };
     super::existing_dir(model_dir, "--model")?;
     let model = load_dit_frozen(model_dir, dev)?;
     let grid = out.map(|d| d.join("eval_grid.png"));
@@ -146,14 +221,24 @@ pub fn eval(
         std::fs::create_dir_all(g)?;
     }
     let t0 = std::time::Instant::now();
-    let task = ShapesTask::new()?;
     let reward = shapes_reward(&[RewardTerm { name: "geneval".into(), weight: 1.0 }])?;
-    let sampling = EvalSampling { steps, guidance, seed, batch: 32 };
-    let prompts = task.eval_prompts();
-    let r = evaluate(&model, &task, reward.as_ref(), prompts, &sampling, grid.as_deref())?;
+    let r =
+        evaluate(&model, &task, reward.as_ref(), task.eval_prompts(), sampling, grid.as_deref())?;
+    for c in &r.categories {
+        println!(
+            "{{\"category\":\"{}\",\"samples\":{},\"strict\":{:.4},\"partial\":{:.4}}}",
+            c.name,
+            c.samples,
+            c.strict.unwrap_or(f64::NAN),
+            c.reward_mean
+        );
+    }
     println!(
-        "{{\"eval\":\"flow/held_out\",\"samples\":{},\"ode_steps\":{steps},\"cfg\":{guidance},\"strict\":{:.4},\"partial\":{:.4},\"seconds\":{:.1}}}",
+        "{{\"eval\":\"flow/{}\",\"samples\":{},\"ode_steps\":{},\"cfg\":{},\"strict\":{:.4},\"partial\":{:.4},\"seconds\":{:.1}}}",
+        if prompts.is_some() { "prompts" } else { "held_out" },
         r.samples,
+        sampling.steps,
+        sampling.guidance,
         r.strict.unwrap_or(f64::NAN),
         r.reward_mean,
         t0.elapsed().as_secs_f64()

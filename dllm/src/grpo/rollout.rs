@@ -4,6 +4,7 @@ use std::time::Instant;
 
 use candle_core::{DType, Tensor};
 use drift_core::advantage::group_advantages;
+pub use drift_core::groups::shuffle_within_groups;
 use drift_core::groups::Groups;
 use drift_core::rng::RngKey;
 use drift_samplers::dllm::{decode, DecodeBatch, Padding, Trajectory};
@@ -157,15 +158,4 @@ pub fn sample_batch<T: TextTask>(
         decode_seconds,
         reward_seconds,
     })
-}
-
-/// Permutes the rewards of every group of `g` consecutive rows by a permutation keyed by
-/// `key.row(group)` (the trainer's `shuffle_rewards` null control).
-pub fn shuffle_within_groups(rewards: &mut [f32], g: usize, key: RngKey) {
-    for (k, group) in rewards.chunks_mut(g.max(1)).enumerate() {
-        let orig = group.to_vec();
-        for (slot, &from) in group.iter_mut().zip(&key.row(k as u64).permutation_vec(orig.len())) {
-            *slot = orig[from as usize];
-        }
-    }
 }

@@ -30,7 +30,7 @@ pub enum KlStd {
 #[serde(deny_unknown_fields, default)]
 pub struct FlowGrpoConfig {
     /// The base model directory (`config.json` + `model.safetensors`): the initial policy and
-    /// the frozen KL reference. Default `examples/checkpoints/flow-shapes-v0`.
+    /// the frozen KL reference. Default `examples/checkpoints/flow-shapes-v2`.
     pub base: PathBuf,
     /// RL iterations (rollout batch + its updates). Default 40.
     pub steps: u64,
@@ -103,12 +103,25 @@ pub struct FlowGrpoConfig {
     /// iteration during which it runs out, checkpoints it, then evaluates and saves the model
     /// as at `steps` (a later invocation resumes). Default none (no limit).
     pub max_seconds: Option<f64>,
+    /// A null control for studies: each group's rewards are permuted (keyed by seed, step and
+    /// prompt) before the advantages, so the updates keep their size, their rollouts and
+    /// their zero-advantage masks but lose the reward's direction. Logged rewards and strict
+    /// accuracies stay the true ones. Default false.
+    pub shuffle_rewards: bool,
+    /// A JSONL prompt file (`{"prompt": …, "category": …, "split": …}` per line, the shapes
+    /// grammar): lines tagged `"split": "held_out"` are the evaluation set, every other line a
+    /// training prompt; a file without held-out lines is evaluated on the world's held-out
+    /// split. Default none: the shapes world's own split.
+    pub prompts: Option<PathBuf>,
+    /// Images per category of the held-out evaluation (each category's held-out prompts
+    /// repeated to at least this many; every prompt at least once). Default 48.
+    pub eval_images_per_category: usize,
 }
 
 impl Default for FlowGrpoConfig {
     fn default() -> Self {
         Self {
-            base: PathBuf::from("examples/checkpoints/flow-shapes-v0"),
+            base: PathBuf::from("examples/checkpoints/flow-shapes-v2"),
             steps: 40,
             prompts_per_step: 8,
             group_size: 8,
@@ -140,6 +153,43 @@ impl Default for FlowGrpoConfig {
             checkpoint_every: 10,
             keep_last: 2,
             max_seconds: None,
+            shuffle_rewards: false,
+            prompts: None,
+            eval_images_per_category: 48,
+        }
+    }
+}
+
+impl FlowGrpoConfig {
+    /// flow_grpo's GenEval recipe for SD3.5-Medium (`config/grpo.py:geneval_sd3` on 32 GPUs),
+    /// for users fine-tuning real checkpoints: 48 prompts × 24 images per iteration, two
+    /// optimizer steps per batch (gradient accumulation over half the batch), advantages over
+    /// each prompt's group scaled by the std of the whole batch (`global_std = True`), PPO clip
+    /// `ε = 1e-4`, Gaussian-mean KL β 0.04, lr 3e-4 (LoRA in the reference), EMA, CFG 4.5,
+    /// 10 SDE steps at noise level 0.7 training the first 99 %, 40-step evaluation. The
+    /// shipped shapes world's own preset is [`FlowGrpoConfig::default`], decided by the sweep
+    /// in BENCHMARKS.md.
+    pub fn flow_grpo_sd35() -> Self {
+        let mut advantage = AdvantageConfig::flow_grpo();
+        advantage.scale = drift_core::advantage::Scale::BatchStd;
+        Self {
+            prompts_per_step: 48,
+            group_size: 24,
+            guidance: 4.5,
+            updates_per_batch: 2,
+            advantage,
+            loss: PolicyLossConfig::flow_grpo(),
+            rollout: RolloutConfig::default(),
+            schedule: ScheduleConfig::default(),
+            train_fraction: 0.99,
+            eval_steps: 40,
+            optim: OptimConfig {
+                adamw: AdamWConfig { lr: 3e-4, weight_decay: 1e-4, ..AdamWConfig::default() },
+                max_grad_norm: Some(1.0),
+                ema: Some(EmaConfig { decay: 0.9, every: 1 }),
+                ..OptimConfig::default()
+            },
+            ..Self::default()
         }
     }
 }
@@ -187,6 +237,9 @@ impl FlowGrpoConfig {
                 self.updates_per_batch,
                 "between 1 and prompts_per_step * group_size",
             ));
+        }
+        if self.eval_images_per_category == 0 {
+            return Err(bad("eval_images_per_category", 0, "at least 1"));
         }
         if self.inner_epochs == 0 || self.micro_batch == 0 {
             return Err(bad("inner_epochs / micro_batch", 0, "at least 1"));

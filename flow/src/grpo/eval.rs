@@ -15,15 +15,34 @@ use super::task::{image_samples, tensor_to_images, ImageReward, ImageTask};
 use crate::error::{FlowModelError, Result};
 use crate::model::Dit;
 
+/// One category's row of an evaluation (GenEval's per-task table).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CategoryScore {
+    /// The category's name (`counting`, `position`, …).
+    pub name: String,
+    /// Images of the category evaluated.
+    pub samples: usize,
+    /// Mean reward over them.
+    pub reward_mean: f64,
+    /// Fraction strictly correct (`None` when the task has no strict check).
+    pub strict: Option<f64>,
+}
+
 /// What an evaluation measured.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EvalReport {
     /// Prompts evaluated (one image each).
     pub samples: usize,
     /// Mean reward of the run's reward.
     pub reward_mean: f64,
-    /// Fraction strictly correct (`None` when the task has no strict check).
+    /// Fraction strictly correct (`None` when the task has no strict check): the mean over
+    /// categories of their strict accuracy when the task has categories (GenEval's overall
+    /// score), else over images.
     pub strict: Option<f64>,
+    /// Per-category rows, in the order categories first appear; empty when the task has no
+    /// categories.
+    #[serde(default)]
+    pub categories: Vec<CategoryScore>,
     /// Mean JPEG compressibility `−kB/500` (DDPO) of the images.
     pub jpeg_compressibility: f64,
     /// Mean pairwise RMS distance (pixels in `[0, 1]`) between images of the same prompt from
@@ -122,6 +141,38 @@ pub fn mean_pairwise_distance(images: &[Image], k: usize) -> f64 {
     total / pairs.max(1) as f64
 }
 
+/// Per-category rows of an evaluation: the images whose category is known, grouped by it in
+/// order of first appearance (empty when no image has a category).
+pub fn category_scores(
+    names: &[Option<&'static str>],
+    rewards: &[f64],
+    checks: &[Option<bool>],
+) -> Vec<CategoryScore> {
+    let mut order: Vec<&'static str> = Vec::new();
+    for name in names.iter().flatten() {
+        if !order.contains(name) {
+            order.push(name);
+        }
+    }
+    order
+        .into_iter()
+        .map(|name| {
+            let rows: Vec<usize> = (0..names.len()).filter(|&i| names[i] == Some(name)).collect();
+            let k = rows.len() as f64;
+            let strict = rows
+                .iter()
+                .all(|&i| checks[i].is_some())
+                .then(|| rows.iter().filter(|&&i| checks[i] == Some(true)).count() as f64 / k);
+            CategoryScore {
+                name: name.to_string(),
+                samples: rows.len(),
+                reward_mean: rows.iter().map(|&i| rewards[i]).sum::<f64>() / k,
+                strict,
+            }
+        })
+        .collect()
+}
+
 /// Evaluates `model` on `prompts`: reward mean, strict accuracy, JPEG compressibility, and a
 /// grid of the first 24 images with their captions at `grid` when given.
 pub fn evaluate<T: ImageTask>(
@@ -139,10 +190,17 @@ pub fn evaluate<T: ImageTask>(
     let reward_mean = outcomes.iter().map(|o| o.score).sum::<f64>() / n;
     let checks: Vec<Option<bool>> =
         prompts.iter().zip(&images).map(|(p, im)| task.strict(p, im)).collect();
-    let strict = checks
-        .iter()
-        .all(Option::is_some)
-        .then(|| checks.iter().filter(|c| **c == Some(true)).count() as f64 / n);
+    let rewards: Vec<f64> = outcomes.iter().map(|o| o.score).collect();
+    let names: Vec<Option<&'static str>> = prompts.iter().map(|p| task.category(p)).collect();
+    let categories = category_scores(&names, &rewards, &checks);
+    let strict = checks.iter().all(Option::is_some).then(|| {
+        if categories.is_empty() {
+            checks.iter().filter(|c| **c == Some(true)).count() as f64 / n
+        } else {
+            let s: f64 = categories.iter().filter_map(|c| c.strict).sum();
+            s / categories.len() as f64
+        }
+    });
     let mut jpeg = 0.0;
     for im in &images {
         jpeg += jpeg_compressibility(im).map_err(|e| FlowModelError::Config {
@@ -163,6 +221,7 @@ pub fn evaluate<T: ImageTask>(
         samples: prompts.len(),
         reward_mean,
         strict,
+        categories,
         jpeg_compressibility: jpeg / n,
         diversity: None,
         seconds: start.elapsed().as_secs_f64(),

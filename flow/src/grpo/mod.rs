@@ -24,11 +24,11 @@ pub mod update;
 
 pub use config::{FlowGrpoConfig, KlStd};
 pub use eval::{
-    diversity, evaluate, mean_pairwise_distance, rms_distance, sample_prompts, EvalReport,
-    EvalSampling,
+    category_scores, diversity, evaluate, mean_pairwise_distance, rms_distance, sample_prompts,
+    CategoryScore, EvalReport, EvalSampling,
 };
 pub use rollout::{sample_batch, RolloutBatch};
-pub use shapes::{shapes_reward, RewardTerm, ShapesTask, SHAPES_REWARDS};
+pub use shapes::{shapes_reward, RewardTerm, ShapesTask, EVAL_IMAGES_PER_CATEGORY, SHAPES_REWARDS};
 pub use task::{ImageReward, ImageTask};
 pub use trainer::{train_flow_grpo, FlowGrpoReport};
 pub use update::{update, UpdateReport};

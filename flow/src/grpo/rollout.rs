@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use candle_core::{DType, Device, Tensor};
 use drift_core::advantage::group_advantages;
-use drift_core::groups::Groups;
+use drift_core::groups::{shuffle_within_groups, Groups};
 use drift_core::rng::RngKey;
 use drift_rewards::image::Image;
 use drift_rewards::reward::Outcome;
@@ -118,7 +118,10 @@ pub fn sample_batch<T: ImageTask>(
     let reward_seconds = reward_start.elapsed().as_secs_f64();
     let strict = prompts.iter().zip(&images).map(|(q, im)| task.strict(q, im)).collect();
     let groups = Groups::contiguous(p, g, &dev)?;
-    let scores: Vec<f32> = outcomes.iter().map(|o| o.score as f32).collect();
+    let mut scores: Vec<f32> = outcomes.iter().map(|o| o.score as f32).collect();
+    if cfg.shuffle_rewards {
+        shuffle_within_groups(&mut scores, g, key.stream("shuffle_rewards"));
+    }
     let adv =
         group_advantages(&Tensor::from_vec(scores, prompts.len(), &dev)?, &groups, &cfg.advantage)?;
     let degenerate_frac = {

@@ -3,37 +3,68 @@
 use std::sync::Arc;
 
 use candle_core::{Device, Tensor};
-use drift_core::rng::RngKey;
 use drift_rewards::combine::Weighted;
 use drift_rewards::image::{Image, JpegCompressibility, JpegIncompressibility};
 use drift_rewards::reward::{ImageSample, Reward};
-use drift_rewards::shapes::{self, Prompt, ShapesReward, ShapesScore, SplitConfig};
+use drift_rewards::shapes::{self, Category, Prompt, ShapesReward, ShapesScore, SplitConfig};
 use serde::{Deserialize, Serialize};
 
 use super::task::{ImageReward, ImageTask};
 use crate::error::{FlowModelError, Result};
 
-/// The shapes world's train / held-out split (held out by count and by pair of objects) as a
-/// task: training prompts in a fresh seeded permutation every epoch.
+/// The shapes world as a task: training prompts drawn category-balanced (a GenEval category
+/// uniformly, then a prompt of it), and a held-out list that scores every category on about
+/// the same number of images ([`shapes::eval_list`]).
 #[derive(Debug, Clone)]
 pub struct ShapesTask {
-    train: Vec<Prompt>,
+    train: Vec<(Category, Vec<Prompt>)>,
     held_out: Vec<Prompt>,
 }
 
+/// Images per category of the held-out evaluation by default: every held-out prompt at least
+/// once, each category on at least 48 images.
+pub const EVAL_IMAGES_PER_CATEGORY: usize = 48;
+
 impl ShapesTask {
-    /// The default split of the shapes world.
+    /// The default split of the shapes world, evaluated on at least
+    /// [`EVAL_IMAGES_PER_CATEGORY`] images per category.
     pub fn new() -> Result<Self> {
+        Self::with_eval_images(EVAL_IMAGES_PER_CATEGORY)
+    }
+
+    /// The default split of the shapes world, evaluated on at least `per_category` images per
+    /// category.
+    pub fn with_eval_images(per_category: usize) -> Result<Self> {
         let split = shapes::split(&SplitConfig::default()).map_err(|e| FlowModelError::Config {
             field: "shapes split",
             value: e.to_string(),
             expected: "the shapes world's default split".into(),
         })?;
-        Ok(Self { train: split.train, held_out: split.held_out })
+        Self::from_prompts(&split.train, &split.held_out, per_category)
     }
 
-    /// The training prompts.
-    pub fn train_prompts(&self) -> &[Prompt] {
+    /// A task over given prompt sets (a user's JSONL file): trains on `train`, evaluates on
+    /// `held_out` repeated to at least `per_category` images per category.
+    pub fn from_prompts(
+        train: &[Prompt],
+        held_out: &[Prompt],
+        per_category: usize,
+    ) -> Result<Self> {
+        if train.is_empty() || held_out.is_empty() {
+            return Err(FlowModelError::Config {
+                field: "prompts",
+                value: format!("{} train and {} held-out prompts", train.len(), held_out.len()),
+                expected: "at least one prompt of each".into(),
+            });
+        }
+        Ok(Self {
+            train: shapes::by_category(train),
+            held_out: shapes::eval_list(held_out, per_category),
+        })
+    }
+
+    /// The training prompts, grouped by category.
+    pub fn train_groups(&self) -> &[(Category, Vec<Prompt>)] {
         &self.train
     }
 }
@@ -42,10 +73,9 @@ impl ImageTask for ShapesTask {
     type Prompt = Prompt;
 
     fn train_prompt(&self, seed: u64, index: u64) -> Prompt {
-        let n = self.train.len() as u64;
-        let perm =
-            RngKey::new(seed).stream("train_prompts").step(index / n).permutation_vec(n as usize);
-        self.train[perm[(index % n) as usize] as usize].clone()
+        // `from_prompts` refuses an empty training set, so a prompt always exists.
+        shapes::balanced_prompt(&self.train, seed, index)
+            .unwrap_or_else(|| self.held_out[0].clone())
     }
 
     fn eval_prompts(&self) -> &[Prompt] {
@@ -63,6 +93,10 @@ impl ImageTask for ShapesTask {
 
     fn strict(&self, prompt: &Prompt, image: &Image) -> Option<bool> {
         Some(shapes::verify(prompt, image).strict)
+    }
+
+    fn category(&self, prompt: &Prompt) -> Option<&'static str> {
+        Some(prompt.category().name())
     }
 }
 

@@ -28,6 +28,12 @@ pub trait ImageTask {
 
     /// Whether `image` is strictly correct for `prompt`; `None` when the task has no such check.
     fn strict(&self, prompt: &Self::Prompt, image: &Image) -> Option<bool>;
+
+    /// The prompt's category for per-category tables (GenEval's `counting`, `position`, …);
+    /// `None` (the default) when the task has none.
+    fn category(&self, _prompt: &Self::Prompt) -> Option<&'static str> {
+        None
+    }
 }
 
 /// The reward a Flow-GRPO run optimises: any reward over image samples of the task's prompts.

@@ -72,8 +72,9 @@ fn eval_sampling(cfg: &FlowGrpoConfig) -> EvalSampling {
     EvalSampling { steps: cfg.eval_steps, guidance: cfg.guidance, seed: cfg.seed, batch: 32 }
 }
 
-/// Evaluates the view (under the EMA weights when configured) on the first `n` held-out
-/// prompts (all when `None`), with diversity when `with_diversity`.
+/// Evaluates the view (under the EMA weights when configured) on `n` held-out prompts spread
+/// evenly over the held-out list (so every category is represented; all when `None`), with
+/// diversity when `with_diversity`.
 fn evaluate_policy<T: ImageTask>(
     m: &Models,
     task: &T,
@@ -83,11 +84,12 @@ fn evaluate_policy<T: ImageTask>(
     grid: &Path,
     with_diversity: bool,
 ) -> Result<EvalReport> {
-    let prompts = task.eval_prompts();
-    let prompts = &prompts[..n.unwrap_or(prompts.len()).min(prompts.len())];
+    let all = task.eval_prompts();
+    let k = n.unwrap_or(all.len()).min(all.len());
+    let prompts: Vec<T::Prompt> = (0..k).map(|i| all[i * all.len() / k.max(1)].clone()).collect();
     let s = eval_sampling(cfg);
     let run = || -> Result<EvalReport> {
-        let mut r = evaluate(&m.view, task, reward, prompts, &s, Some(grid))?;
+        let mut r = evaluate(&m.view, task, reward, &prompts, &s, Some(grid))?;
         if with_diversity {
             let d = &task.eval_prompts()[..cfg.diversity_prompts.min(task.eval_prompts().len())];
             r.diversity = Some(diversity(&m.view, task, d, cfg.diversity_samples, &s)?);
@@ -212,7 +214,7 @@ pub fn train_flow_grpo<T: ImageTask>(
         }
     };
     let progress = Progress::new(cfg.steps, "flow-grpo");
-    let mut last_eval = base;
+    let mut last_eval = base.clone();
     let mut last = first;
     for step in first..cfg.steps {
         // Rollouts run on the tracked policy: the same kernels as the update, so the first
@@ -289,7 +291,7 @@ pub fn train_flow_grpo<T: ImageTask>(
                 seed: cfg.seed,
                 config: config_text.to_string(),
                 metrics_cursor: log.cursor(),
-                extra: serde_json::to_value(base).unwrap_or_default(),
+                extra: serde_json::to_value(&base).unwrap_or_default(),
                 optimizer_step: 0,
                 skipped_steps: 0,
             };

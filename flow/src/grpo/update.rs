@@ -67,6 +67,11 @@ fn micro_batch(
         let new = transitions_log_prob(
             policy, &xs, &next, pass, schedule, kind, &cond, guidance, reduce,
         )?;
+        if cfg.loss.kl.is_none() {
+            // Without a KL term the reference model is never evaluated.
+            lp_new.extend(new.into_iter().map(|t| t.log_prob));
+            continue;
+        }
         let old_ref = transitions_log_prob(
             reference, &xs, &next, pass, schedule, kind, &cond, guidance, reduce,
         )?;
@@ -84,7 +89,7 @@ fn micro_batch(
         Tensor::from_vec(steps.iter().map(|&i| i as u32).collect::<Vec<_>>(), steps.len(), dev)?;
     let lp_old = batch.rollout.log_probs.index_select(&idx, 0)?.index_select(&cols, 1)?;
     let lp_new = Tensor::stack(&lp_new, 1)?;
-    let kl = Tensor::stack(&kl, 1)?;
+    let kl = if kl.is_empty() { None } else { Some(Tensor::stack(&kl, 1)?) };
     let adv = batch.advantages.index_select(&idx, 0)?;
     let keep = if cfg.mask_zero_advantage {
         adv.ne(0f32)?.to_dtype(DType::F32)?
@@ -97,7 +102,7 @@ fn micro_batch(
         lp_old: &lp_old,
         mask: &mask,
         advantages: &adv,
-        reference: Some(Reference::Kl(&kl)),
+        reference: kl.as_ref().map(Reference::Kl),
     };
     let out = policy_loss(&cfg.loss, &inputs)?;
     let grads = Grads::from_store(&(&out.loss * weight)?.backward()?, opt.params(), 1.0)?;
@@ -165,7 +170,9 @@ pub fn update(
         LossDiagnostics::combine(&Tensor::stack(&stats, 0)?.to_vec2::<f32>()?, &weights)?;
     let step = opt.step(f64::from(loss), grads.expect("at least one micro-batch"))?;
     let passes = if cfg.stack_steps { 1 } else { steps.len() };
-    let forward_calls = chunks.len() * passes * 2 * per_call;
-    let image_evaluations = rows.len() * steps.len() * 2 * per_call;
+    // The policy's pass, and the reference's when there is a KL term.
+    let models = if cfg.loss.kl.is_some() { 2 } else { 1 };
+    let forward_calls = chunks.len() * passes * models * per_call;
+    let image_evaluations = rows.len() * steps.len() * models * per_call;
     Ok(UpdateReport { step, diagnostics, forward_calls, image_evaluations })
 }

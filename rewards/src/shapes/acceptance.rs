@@ -5,6 +5,7 @@ use super::grammar::{Clause, Colour, Object, Prompt};
 use super::noise::{degrade, Degradation};
 use super::parse::from_text;
 use super::render::{layout, RenderOptions};
+use super::split::eval_list;
 use super::split::{all_prompts, sample_prompts, split, SplitConfig};
 use super::verify::verify;
 use crate::image::Image;
@@ -35,9 +36,9 @@ fn strict_failures(prompts: &[Prompt], seeds: u64, how: Degradation) -> (Vec<Str
 #[test]
 fn every_held_out_prompt_verifies_strictly_on_renders() {
     let s = split(&SplitConfig::default()).unwrap();
-    assert_eq!(s.held_out.len(), 330);
-    let (failures, total) = strict_failures(&s.held_out, 4, Degradation::default());
-    assert_eq!(total, 1320);
+    assert_eq!(s.held_out.len(), 113);
+    let (failures, total) = strict_failures(&s.held_out, 8, Degradation::default());
+    assert_eq!(total, 904);
     assert!(failures.is_empty(), "{} of {total} failed: {:#?}", failures.len(), &failures[..]);
 }
 
@@ -47,19 +48,20 @@ fn train_prompts_verify_strictly_on_renders() {
     let sample = sample_prompts(&s.train, 300, 17);
     let (failures, total) = strict_failures(&sample, 4, Degradation::default());
     assert!(failures.is_empty(), "{} of {total} failed: {failures:#?}", failures.len());
-    // And the whole space once, so no corner of the grammar is left unrendered.
-    let (failures, _) = strict_failures(&all_prompts(), 1, Degradation::default());
+    // And the whole space twice, so no corner of the grammar is left unrendered.
+    let (failures, _) = strict_failures(&all_prompts(), 2, Degradation::default());
     assert!(failures.is_empty(), "{failures:#?}");
 }
 
-/// The exact GenEval score of a render of `prompt` from which one `missing` object is gone.
+/// The exact GenEval score of a render of `prompt` from which the object painted as `missing`
+/// is gone (`is_subject`: it was a relation's subject).
 fn score_without(prompt: &Prompt, missing: Object, is_subject: bool) -> f64 {
     let mut scores = Vec::new();
     for clause in prompt.clauses() {
         match *clause {
             Clause::Count { count, object } => {
                 let n = f64::from(count);
-                scores.push(if object == missing { 1.0 - 1.0 / n } else { 1.0 });
+                scores.push(if object.matches(missing) { 1.0 - 1.0 / n } else { 1.0 });
             }
             Clause::Relation { .. } => {
                 // Subject count, reference count, relation.
@@ -71,13 +73,14 @@ fn score_without(prompt: &Prompt, missing: Object, is_subject: bool) -> f64 {
 }
 
 #[test]
-fn removing_or_recolouring_any_object_breaks_strictness() {
+fn removing_any_object_or_recolouring_a_coloured_one_breaks_strictness() {
     let s = split(&SplitConfig::default()).unwrap();
-    let mut prompts = s.held_out.clone();
-    prompts.extend(sample_prompts(&s.train, 150, 5));
+    let mut prompts = eval_list(&s.held_out, 16);
+    prompts.extend(eval_list(&s.train, 16));
     let opts = RenderOptions::default();
-    let mut checked = 0;
+    let (mut checked, mut colourless) = (0, 0);
     for (i, p) in prompts.iter().enumerate() {
+        let specs = p.objects();
         for seed in [i as u64, 1_000 + i as u64] {
             let scene = layout(p, seed, &opts);
             for (j, obj) in scene.objects.iter().enumerate() {
@@ -87,12 +90,18 @@ fn removing_or_recolouring_any_object_breaks_strictness() {
                 assert!((removed.score - want).abs() < 1e-9, "{p}: {} != {want}", removed.score);
                 let other = Colour::ALL[(obj.object.colour as usize + 1 + j % 3) % 4];
                 let recoloured = verify(p, &scene.recoloured(j, other).render());
-                assert!(!recoloured.strict && recoloured.score < 1.0, "{p}: recolouring {j}");
+                if specs[j].colour.is_some() {
+                    assert!(!recoloured.strict && recoloured.score < 1.0, "{p}: recolouring {j}");
+                } else {
+                    // A spec without a colour accepts the shape in any colour.
+                    assert!(recoloured.strict, "{p}: recolouring colourless {j}");
+                    colourless += 1;
+                }
                 checked += 2;
             }
         }
     }
-    assert!(checked > 3_000, "{checked}");
+    assert!(checked > 1_500 && colourless > 200, "{checked} {colourless}");
 }
 
 #[test]
@@ -104,11 +113,14 @@ fn a_blank_image_scores_zero_and_details_say_why() {
         assert!(v.detections.is_empty());
         assert!(v.clauses.iter().all(|c| c.found == 0));
     }
-    let p = from_text("2 green triangles and 1 red square").unwrap();
+    let p = from_text("a green triangle and a red square").unwrap();
     let v = verify(&p, &layout(&p, 3, &RenderOptions::default()).without(0).render());
-    assert_eq!(v.clauses[0].clause, "2 green triangles");
-    assert_eq!((v.clauses[0].expected, v.clauses[0].found, v.clauses[0].score), (2, 1, 0.5));
-    assert_eq!(v.score, 0.75);
+    assert_eq!(v.clauses[0].clause, "a green triangle");
+    assert_eq!((v.clauses[0].expected, v.clauses[0].found, v.clauses[0].score), (1, 0, 0.0));
+    assert_eq!(v.score, 0.5);
+    let p = from_text("4 blue circles").unwrap();
+    let v = verify(&p, &layout(&p, 3, &RenderOptions::default()).without(2).render());
+    assert_eq!((v.clauses[0].expected, v.clauses[0].found, v.score), (4, 3, 0.75));
 }
 
 #[test]
@@ -126,7 +138,8 @@ fn the_verifier_is_robust_to_noise_and_blur() {
         (24.0, true, 0.95),
     ];
     for (noise_std, blur, min_accuracy) in levels {
-        let (failures, total) = strict_failures(&s.held_out, 2, Degradation { noise_std, blur });
+        let prompts = eval_list(&s.held_out, 16);
+        let (failures, total) = strict_failures(&prompts, 2, Degradation { noise_std, blur });
         let accuracy = 1.0 - failures.len() as f64 / total as f64;
         println!(
             "noise σ {noise_std:>4}, blur {blur:>5}: strict accuracy {accuracy:.4} of {total}"

@@ -1,19 +1,21 @@
-//! The prompt grammar of the shapes world: colours, shapes, counts and two-object relations.
+//! The prompt grammar of the shapes world: GenEval's six task categories (Ghosh et al.,
+//! arXiv 2310.11513) over three shapes and four colours.
 //!
 //! ```text
-//! prompt   := count ( "and" count )?          -- one or two count clauses
-//!           | "a" object relation "a" object  -- one two-object relation
-//! count    := N colour noun                   -- N in 1..=4; noun singular iff N = 1
-//! object   := colour shape                    -- singular shape noun
+//! prompt   := "a" spec                          -- single_object (no colour) / colors
+//!           | N colour? plural                  -- counting, N in 2..=4
+//!           | "a" spec "and" "a" spec           -- two_object (no colours) / color_attr
+//!           | "a" spec relation "a" spec        -- position
+//! spec     := colour? shape                     -- singular shape noun
 //! relation := "left of" | "right of" | "above" | "below"
 //! colour   := "red" | "green" | "blue" | "yellow"
 //! shape    := "circle" | "square" | "triangle"   (plural: add "s")
 //! ```
 //!
-//! The clauses are those of GenEval's counting, colour and position tasks (Ghosh et al.,
-//! arXiv 2310.11513), reduced to a world a 32×32 renderer and verifier can decide exactly.
-//! The two objects of a prompt are always distinct (colour, shape) pairs, so every clause
-//! refers to one unambiguous kind of object.
+//! A spec without a colour is satisfied by an object of that shape in any colour, as GenEval's
+//! "a photo of a dog" is by a dog of any colour. The two objects of a two-object or relation
+//! prompt are always different shapes, so every clause refers to one unambiguous kind of
+//! object. The [`Category`] of a prompt follows from its form.
 
 use serde::{Deserialize, Serialize};
 
@@ -22,9 +24,8 @@ use super::error::{Result, ShapesError};
 /// The largest count a count clause may ask for.
 pub const MAX_COUNT: u8 = 4;
 
-/// The most objects a whole prompt may ask for (two count clauses together), so every
-/// prompt has a non-overlapping layout in 32×32 with shapes of 7–11 px.
-pub const MAX_OBJECTS: u8 = 6;
+/// The most objects a prompt may ask for: one per cell of the renderer's 2×2 layout.
+pub const MAX_OBJECTS: u8 = 4;
 
 /// A colour of the shapes world.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -210,25 +211,141 @@ impl Relation {
     }
 }
 
+/// What a prompt asks for: a shape, in a given colour or in any colour ("red circle",
+/// "circle").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Spec {
+    /// The colour asked for; `None` accepts any colour.
+    pub colour: Option<Colour>,
+    /// The shape asked for.
+    pub shape: ShapeKind,
+}
+
+impl Spec {
+    /// A `shape` of any colour.
+    #[must_use]
+    pub fn any(shape: ShapeKind) -> Self {
+        Self { colour: None, shape }
+    }
+
+    /// A `shape` in `colour`.
+    #[must_use]
+    pub fn coloured(colour: Colour, shape: ShapeKind) -> Self {
+        Self { colour: Some(colour), shape }
+    }
+
+    /// Whether a concrete object satisfies the spec: the same shape, and the same colour
+    /// when the spec names one.
+    #[must_use]
+    pub fn matches(self, object: Object) -> bool {
+        self.shape == object.shape && self.colour.is_none_or(|c| c == object.colour)
+    }
+
+    /// The words for `count` objects of this spec: "red circle", "circles".
+    #[must_use]
+    pub fn words(self, count: u8) -> String {
+        match self.colour {
+            Some(c) => format!("{} {}", c.word(), self.shape.noun(count)),
+            None => self.shape.noun(count).to_string(),
+        }
+    }
+
+    /// "red circle" or "circle".
+    #[must_use]
+    pub fn text(self) -> String {
+        self.words(1)
+    }
+
+    /// Every spec of the world: the 3 colourless shapes, then the 12 coloured objects.
+    #[must_use]
+    pub fn all() -> Vec<Spec> {
+        let mut out: Vec<Spec> = ShapeKind::ALL.into_iter().map(Spec::any).collect();
+        out.extend(Object::all().into_iter().map(|o| Spec::coloured(o.colour, o.shape)));
+        out
+    }
+}
+
+impl From<Object> for Spec {
+    fn from(o: Object) -> Self {
+        Spec::coloured(o.colour, o.shape)
+    }
+}
+
+/// GenEval's six task categories, decided by a prompt's form.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Category {
+    /// "a circle": one object, any colour.
+    SingleObject,
+    /// "a circle and a square": two objects of different shapes, any colours.
+    TwoObject,
+    /// "3 circles", "3 red circles": exactly N objects.
+    Counting,
+    /// "a red circle": one object of a given colour.
+    Colors,
+    /// "a circle left of a square": two objects in a spatial relation.
+    Position,
+    /// "a red circle and a blue square": two objects, each bound to its colour.
+    ColorAttr,
+}
+
+impl Category {
+    /// Every category, in GenEval's table order.
+    pub const ALL: [Category; 6] = [
+        Category::SingleObject,
+        Category::TwoObject,
+        Category::Counting,
+        Category::Colors,
+        Category::Position,
+        Category::ColorAttr,
+    ];
+
+    /// GenEval's name of the category (`single_object`, `two_object`, `counting`, `colors`,
+    /// `position`, `color_attr`), as in JSONL prompt files.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Category::SingleObject => "single_object",
+            Category::TwoObject => "two_object",
+            Category::Counting => "counting",
+            Category::Colors => "colors",
+            Category::Position => "position",
+            Category::ColorAttr => "color_attr",
+        }
+    }
+
+    /// The category called `name` (see [`Category::name`]).
+    #[must_use]
+    pub fn from_name(name: &str) -> Option<Category> {
+        Category::ALL.into_iter().find(|c| c.name() == name)
+    }
+}
+
+impl std::fmt::Display for Category {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// One clause of a prompt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub enum Clause {
-    /// "`count` `object`s": exactly `count` objects of this kind.
+    /// "a `spec`" or "`count` `spec`s": exactly `count` objects matching the spec.
     Count {
         /// How many, 1..=4.
         count: u8,
         /// Of which kind.
-        object: Object,
+        object: Spec,
     },
     /// "a `subject` `relation` a `reference`": one of each, standing in the relation.
     Relation {
         /// The object the relation is about.
-        subject: Object,
+        subject: Spec,
         /// The relation.
         relation: Relation,
         /// The object it is relative to.
-        reference: Object,
+        reference: Spec,
     },
 }
 
@@ -237,9 +354,8 @@ impl Clause {
     #[must_use]
     pub fn text(&self) -> String {
         match *self {
-            Clause::Count { count, object } => {
-                format!("{count} {} {}", object.colour.word(), object.shape.noun(count))
-            }
+            Clause::Count { count: 1, object } => format!("a {}", object.text()),
+            Clause::Count { count, object } => format!("{count} {}", object.words(count)),
             Clause::Relation { subject, relation, reference } => {
                 format!(
                     "a {} {} a {}",
@@ -252,10 +368,11 @@ impl Clause {
     }
 }
 
-/// A prompt of the shapes world: one or two count clauses, or one relation clause.
+/// A prompt of the shapes world in one of the grammar's four forms.
 ///
 /// Constructed only through [`Prompt::new`] (or the parser), which enforces the grammar's
-/// structural rules, so every `Prompt` has a text, a layout and a verifier verdict.
+/// structural rules, so every `Prompt` has a text, a category, a layout and a verifier
+/// verdict.
 ///
 /// Serialises as its text and deserialises by parsing it, so a `Prompt` in a config, a JSONL
 /// record or an [`crate::reward::ImageSample`] is always grammatical.
@@ -266,9 +383,9 @@ pub struct Prompt {
 }
 
 impl Prompt {
-    /// A prompt from its clauses, checked against the grammar: either one or two count
-    /// clauses (counts 1..=4, distinct objects, at most [`MAX_OBJECTS`] objects in all) or
-    /// exactly one relation clause between two distinct objects.
+    /// A prompt from its clauses, checked against the grammar: one count clause (count
+    /// 1..=[`MAX_COUNT`]); two count clauses of one object each, of different shapes; or one
+    /// relation between objects of different shapes.
     pub fn new(clauses: Vec<Clause>) -> Result<Self> {
         validate(&clauses)?;
         Ok(Self { clauses })
@@ -292,10 +409,39 @@ impl Prompt {
         self.clauses.iter().map(Clause::text).collect::<Vec<_>>().join(" and ")
     }
 
+    /// The GenEval category of the prompt: a relation is `position`; two objects are
+    /// `color_attr` when either has a colour, else `two_object`; one clause of count ≥ 2 is
+    /// `counting`; one object is `colors` with a colour, else `single_object`.
+    #[must_use]
+    pub fn category(&self) -> Category {
+        match self.clauses[..] {
+            [Clause::Relation { .. }] => Category::Position,
+            [Clause::Count { object: a, .. }, Clause::Count { object: b, .. }] => {
+                if a.colour.is_some() || b.colour.is_some() {
+                    Category::ColorAttr
+                } else {
+                    Category::TwoObject
+                }
+            }
+            [Clause::Count { count, .. }] if count >= 2 => Category::Counting,
+            [Clause::Count { object, .. }] if object.colour.is_some() => Category::Colors,
+            _ => Category::SingleObject,
+        }
+    }
+
+    /// The relation the prompt asks for, if it is a position prompt.
+    #[must_use]
+    pub fn relation(&self) -> Option<Relation> {
+        self.clauses.iter().find_map(|c| match *c {
+            Clause::Relation { relation, .. } => Some(relation),
+            Clause::Count { .. } => None,
+        })
+    }
+
     /// The objects an image of this prompt must contain, one entry per object instance,
     /// in clause order (a relation contributes its subject then its reference).
     #[must_use]
-    pub fn objects(&self) -> Vec<Object> {
+    pub fn objects(&self) -> Vec<Spec> {
         let mut out = Vec::new();
         for clause in &self.clauses {
             match *clause {
@@ -338,87 +484,115 @@ impl std::fmt::Display for Prompt {
 
 fn validate(clauses: &[Clause]) -> Result<()> {
     let invalid = |m: String| Err(ShapesError::InvalidPrompt(m));
-    if let [Clause::Relation { subject, reference, .. }] = clauses {
-        if subject == reference {
-            let o = subject.text();
-            return invalid(format!("a relation needs two different objects, got `{o}` twice"));
+    let texts = || clauses.iter().map(Clause::text).collect::<Vec<_>>().join(" | ");
+    match *clauses {
+        [Clause::Relation { subject, reference, .. }]
+        | [Clause::Count { count: 1, object: subject }, Clause::Count { count: 1, object: reference }] =>
+        {
+            if subject.shape == reference.shape {
+                let s = subject.shape.singular();
+                return invalid(format!(
+                    "the two objects of `{}` must be different shapes, got `{s}` twice",
+                    texts()
+                ));
+            }
+            Ok(())
         }
-        return Ok(());
-    }
-    let counts: Option<Vec<(u8, Object)>> = clauses
-        .iter()
-        .map(|c| match *c {
-            Clause::Count { count, object } => Some((count, object)),
-            Clause::Relation { .. } => None,
-        })
-        .collect();
-    let counts = match counts {
-        Some(counts) if (1..=2).contains(&counts.len()) => counts,
-        _ => {
-            let texts: Vec<String> = clauses.iter().map(Clause::text).collect();
-            return invalid(format!(
-                "expected one or two count clauses or a single relation clause, got {} clauses \
-                 ({})",
-                clauses.len(),
-                texts.join(" | ")
-            ));
+        [Clause::Count { count, object }] => {
+            if !(1..=MAX_COUNT).contains(&count) {
+                return invalid(format!(
+                    "count {count} for `{}` is outside 1..={MAX_COUNT}",
+                    object.text()
+                ));
+            }
+            Ok(())
         }
-    };
-    if let Some((n, o)) = counts.iter().find(|(n, _)| !(1..=MAX_COUNT).contains(n)) {
-        return invalid(format!("count {n} for `{}` is outside 1..={MAX_COUNT}", o.text()));
+        _ => invalid(format!(
+            "expected one count clause, two single objects joined by `and`, or one relation, \
+             got {} clauses ({})",
+            clauses.len(),
+            texts()
+        )),
     }
-    if let [(_, a), (_, b)] = counts[..] {
-        if a == b {
-            return invalid(format!("`{}` appears in two count clauses", a.text()));
-        }
-    }
-    let total: u8 = counts.iter().map(|(n, _)| n).sum();
-    if total > MAX_OBJECTS {
-        return invalid(format!(
-            "the prompt asks for {total} objects, at most {MAX_OBJECTS} fit a 32x32 image"
-        ));
-    }
-    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    const RED_CIRCLE: Object = Object { colour: Colour::Red, shape: ShapeKind::Circle };
-    const BLUE_SQUARE: Object = Object { colour: Colour::Blue, shape: ShapeKind::Square };
+    const RED_CIRCLE: Spec = Spec { colour: Some(Colour::Red), shape: ShapeKind::Circle };
+    const BLUE_SQUARE: Spec = Spec { colour: Some(Colour::Blue), shape: ShapeKind::Square };
+    const CIRCLE: Spec = Spec { colour: None, shape: ShapeKind::Circle };
+    const SQUARE: Spec = Spec { colour: None, shape: ShapeKind::Square };
+
+    fn count(count: u8, object: Spec) -> Clause {
+        Clause::Count { count, object }
+    }
+
+    fn rel(subject: Spec, reference: Spec) -> Clause {
+        Clause::Relation { subject, relation: Relation::LeftOf, reference }
+    }
 
     #[test]
-    fn texts_follow_the_grammar() {
-        let p = Prompt::new(vec![Clause::Count { count: 3, object: RED_CIRCLE }]).unwrap();
-        assert_eq!(p.to_text(), "3 red circles");
-        let p = Prompt::new(vec![
-            Clause::Count { count: 2, object: RED_CIRCLE },
-            Clause::Count { count: 1, object: BLUE_SQUARE },
-        ])
-        .unwrap();
-        assert_eq!(p.to_text(), "2 red circles and 1 blue square");
-        assert_eq!(p.objects(), vec![RED_CIRCLE, RED_CIRCLE, BLUE_SQUARE]);
-        let p = Prompt::new(vec![Clause::Relation {
-            subject: BLUE_SQUARE,
-            relation: Relation::LeftOf,
-            reference: RED_CIRCLE,
-        }])
-        .unwrap();
-        assert_eq!(p.to_text(), "a blue square left of a red circle");
+    fn texts_and_categories_follow_the_grammar() {
+        let cases = [
+            (vec![count(1, CIRCLE)], "a circle", Category::SingleObject),
+            (vec![count(1, RED_CIRCLE)], "a red circle", Category::Colors),
+            (vec![count(3, CIRCLE)], "3 circles", Category::Counting),
+            (vec![count(3, RED_CIRCLE)], "3 red circles", Category::Counting),
+            (
+                vec![count(1, CIRCLE), count(1, SQUARE)],
+                "a circle and a square",
+                Category::TwoObject,
+            ),
+            (
+                vec![count(1, RED_CIRCLE), count(1, BLUE_SQUARE)],
+                "a red circle and a blue square",
+                Category::ColorAttr,
+            ),
+            (vec![rel(CIRCLE, SQUARE)], "a circle left of a square", Category::Position),
+            (
+                vec![rel(BLUE_SQUARE, RED_CIRCLE)],
+                "a blue square left of a red circle",
+                Category::Position,
+            ),
+        ];
+        for (clauses, text, category) in cases {
+            let p = Prompt::new(clauses).unwrap();
+            assert_eq!(p.to_text(), text);
+            assert_eq!(p.category(), category, "{text}");
+        }
+        let p = Prompt::new(vec![count(3, RED_CIRCLE)]).unwrap();
+        assert_eq!(p.objects(), vec![RED_CIRCLE; 3]);
+        let p = Prompt::new(vec![rel(BLUE_SQUARE, RED_CIRCLE)]).unwrap();
+        assert_eq!(p.objects(), vec![BLUE_SQUARE, RED_CIRCLE]);
+        assert_eq!(p.relation(), Some(Relation::LeftOf));
+    }
+
+    #[test]
+    fn specs_match_any_colour_only_when_none_is_named() {
+        let red = Object::new(Colour::Red, ShapeKind::Circle);
+        let blue = Object::new(Colour::Blue, ShapeKind::Circle);
+        assert!(CIRCLE.matches(red) && CIRCLE.matches(blue));
+        assert!(RED_CIRCLE.matches(red) && !RED_CIRCLE.matches(blue));
+        assert!(!SQUARE.matches(red));
+        assert_eq!(Spec::all().len(), 15);
+        for c in Category::ALL {
+            assert_eq!(Category::from_name(c.name()), Some(c));
+        }
+        assert_eq!(serde_json::to_string(&Category::ColorAttr).unwrap(), "\"color_attr\"");
     }
 
     #[test]
     fn structural_rules_are_enforced() {
-        let count = |count, object| Clause::Count { count, object };
         assert!(Prompt::new(vec![]).is_err());
         assert!(Prompt::new(vec![count(0, RED_CIRCLE)]).is_err());
         assert!(Prompt::new(vec![count(5, RED_CIRCLE)]).is_err());
-        assert!(Prompt::new(vec![count(1, RED_CIRCLE), count(2, RED_CIRCLE)]).is_err());
-        assert!(Prompt::new(vec![count(4, RED_CIRCLE), count(3, BLUE_SQUARE)]).is_err());
-        assert!(Prompt::new(vec![count(4, RED_CIRCLE), count(2, BLUE_SQUARE)]).is_ok());
-        let rel = |s, r| Clause::Relation { subject: s, relation: Relation::Above, reference: r };
-        assert!(Prompt::new(vec![rel(RED_CIRCLE, RED_CIRCLE)]).is_err());
+        assert!(Prompt::new(vec![count(4, RED_CIRCLE)]).is_ok());
+        assert!(Prompt::new(vec![count(2, RED_CIRCLE), count(1, BLUE_SQUARE)]).is_err());
+        let err = Prompt::new(vec![count(1, RED_CIRCLE), count(1, CIRCLE)]).unwrap_err();
+        assert!(err.to_string().contains("different shapes"), "{err}");
+        assert!(Prompt::new(vec![rel(RED_CIRCLE, CIRCLE)]).is_err());
         assert!(Prompt::new(vec![rel(RED_CIRCLE, BLUE_SQUARE), count(1, RED_CIRCLE)]).is_err());
         let err = Prompt::new(vec![count(1, RED_CIRCLE); 3]).unwrap_err().to_string();
         assert!(err.contains("3 clauses"), "{err}");
@@ -426,9 +600,9 @@ mod tests {
 
     #[test]
     fn serde_goes_through_the_text() {
-        let p = Prompt::from_text("2 red circles and 1 blue square").unwrap();
+        let p = Prompt::from_text("a red circle and a blue square").unwrap();
         let json = serde_json::to_string(&p).unwrap();
-        assert_eq!(json, "\"2 red circles and 1 blue square\"");
+        assert_eq!(json, "\"a red circle and a blue square\"");
         assert_eq!(serde_json::from_str::<Prompt>(&json).unwrap(), p);
         let err = serde_json::from_str::<Prompt>("\"2 red circle\"").unwrap_err().to_string();
         assert!(err.contains("plural"), "{err}");

@@ -1,7 +1,8 @@
 //! Prompt sets as JSONL files, so users bring their own: one object per line,
-//! `{"prompt": "3 red circles"}`, optionally with `"split": "train"` or `"held_out"`.
-//! Unknown fields, malformed JSON and prompts outside the grammar are errors naming the file
-//! and the line.
+//! `{"prompt": "3 red circles", "category": "counting"}`, the category optional (it follows
+//! from the prompt; when given it must agree) and optionally `"split": "train"` or
+//! `"held_out"`. Unknown fields, malformed JSON, prompts outside the grammar and a category
+//! that is not the prompt's are errors naming the file and the line.
 
 use std::io::Write;
 use std::path::Path;
@@ -9,7 +10,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use super::error::{Result, ShapesError};
-use super::grammar::Prompt;
+use super::grammar::{Category, Prompt};
 use super::parse::from_text;
 use crate::worlds::split::Split;
 
@@ -19,6 +20,9 @@ use crate::worlds::split::Split;
 pub struct PromptRecord {
     /// The prompt's text in the shapes grammar.
     pub prompt: String,
+    /// Its GenEval category ([`Category::name`]); checked against the prompt when given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub category: Option<Category>,
     /// Which split it belongs to ("train" or "held_out", as in the other toy worlds), when
     /// known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -30,7 +34,7 @@ pub fn write_jsonl(path: &Path, prompts: &[Prompt], split: Option<Split>) -> Res
     let io = |source| ShapesError::Io { path: path.to_path_buf(), source };
     let mut text = String::new();
     for p in prompts {
-        let record = PromptRecord { prompt: p.to_text(), split };
+        let record = PromptRecord { prompt: p.to_text(), category: Some(p.category()), split };
         let line = serde_json::to_string(&record).map_err(|e| ShapesError::Jsonl {
             path: path.to_path_buf(),
             line: text.lines().count() + 1,
@@ -62,6 +66,13 @@ pub fn parse_jsonl(text: &str, path: &Path) -> Result<Vec<(Prompt, Option<Split>
             |message: String| ShapesError::Jsonl { path: path.to_path_buf(), line: i + 1, message };
         let record: PromptRecord = serde_json::from_str(line).map_err(|e| error(e.to_string()))?;
         let prompt = from_text(&record.prompt).map_err(|e| error(e.to_string()))?;
+        if let Some(c) = record.category.filter(|&c| c != prompt.category()) {
+            return Err(error(format!(
+                "category `{c}` does not match the prompt {:?}, whose category is `{}`",
+                record.prompt,
+                prompt.category()
+            )));
+        }
         out.push((prompt, record.split));
     }
     Ok(out)
@@ -91,7 +102,7 @@ mod tests {
     #[test]
     fn errors_name_the_file_and_line() {
         let path = Path::new("prompts.jsonl");
-        let ok = "{\"prompt\": \"3 red circles\"}\n\n{\"prompt\": \"1 blue square\", \"split\": \"train\"}\n";
+        let ok = "{\"prompt\": \"3 red circles\"}\n\n{\"prompt\": \"a blue square\", \"category\": \"colors\", \"split\": \"train\"}\n";
         let parsed = parse_jsonl(ok, path).unwrap();
         assert_eq!(parsed.len(), 2);
         assert_eq!(parsed[1].1, Some(Split::Train));
@@ -100,9 +111,14 @@ mod tests {
             ("{\"prompt\": \"3 purple circles\"}", "`purple`"),
             ("not json", "expected"),
             ("{\"prompt\": \"3 red circles\", \"split\": \"test\"}", "unknown variant"),
+            (
+                "{\"prompt\": \"3 red circles\", \"category\": \"colors\"}",
+                "category `colors` does not match",
+            ),
+            ("{\"prompt\": \"3 red circles\", \"category\": \"count\"}", "unknown variant `count`"),
         ];
         for (line, want) in cases {
-            let text = format!("{{\"prompt\": \"1 red circle\"}}\n{line}\n");
+            let text = format!("{{\"prompt\": \"a red circle\"}}\n{line}\n");
             let err = parse_jsonl(&text, path).unwrap_err().to_string();
             assert!(err.contains("prompts.jsonl, line 2"), "{err}");
             assert!(err.contains(want), "{err}");

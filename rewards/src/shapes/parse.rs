@@ -2,7 +2,7 @@
 //! [`super::grammar`] (words separated by whitespace, lower case).
 
 use super::error::{Result, ShapesError};
-use super::grammar::{Clause, Colour, Object, Prompt, Relation, ShapeKind, MAX_COUNT};
+use super::grammar::{Clause, Colour, Prompt, Relation, ShapeKind, Spec, MAX_COUNT};
 use super::vocab::{known_words, token_id};
 
 /// Parses a prompt of the shapes grammar.
@@ -60,14 +60,23 @@ impl Parser<'_> {
 
     fn prompt(&mut self) -> Result<Vec<Clause>> {
         let clauses = if self.peek() == Some("a") {
-            vec![self.relation()?]
-        } else {
-            let mut clauses = vec![self.count()?];
-            if self.peek() == Some("and") {
+            let first = self.single_object()?;
+            if self.pos == self.words.len() {
+                vec![Clause::Count { count: 1, object: first }]
+            } else if self.peek() == Some("and") {
                 self.pos += 1;
-                clauses.push(self.count()?);
+                let second = self.single_object()?;
+                vec![
+                    Clause::Count { count: 1, object: first },
+                    Clause::Count { count: 1, object: second },
+                ]
+            } else {
+                let relation = self.relation()?;
+                let reference = self.single_object()?;
+                vec![Clause::Relation { subject: first, relation, reference }]
             }
-            clauses
+        } else {
+            vec![self.count()?]
         };
         if self.pos < self.words.len() {
             return Err(self.error("the end of the prompt"));
@@ -79,54 +88,53 @@ impl Parser<'_> {
         let count = self
             .peek()
             .and_then(|w| w.parse::<u8>().ok())
-            .filter(|n| (1..=MAX_COUNT).contains(n))
-            .ok_or_else(|| self.error("a count 1-4 or `a`"))?;
+            .filter(|n| (2..=MAX_COUNT).contains(n))
+            .ok_or_else(|| self.error("`a` or a count 2-4"))?;
         self.pos += 1;
-        let colour = self.colour()?;
-        let (shape, plural) = ShapeKind::from_word(self.peek().unwrap_or(""))
-            .ok_or_else(|| self.error("a shape noun"))?;
-        if plural != (count > 1) {
-            let want = if count > 1 { "a plural noun" } else { "a singular noun" };
-            return Err(self.error(&format!("{want} after count {count}")));
+        let colour = self.colour();
+        match ShapeKind::from_word(self.peek().unwrap_or("")) {
+            Some((shape, true)) => {
+                self.pos += 1;
+                Ok(Clause::Count { count, object: Spec { colour, shape } })
+            }
+            _ => Err(self.error(&format!("a colour or a plural shape noun after count {count}"))),
         }
-        self.pos += 1;
-        Ok(Clause::Count { count, object: Object::new(colour, shape) })
     }
 
-    fn relation(&mut self) -> Result<Clause> {
-        let subject = self.single_object()?;
+    fn relation(&mut self) -> Result<Relation> {
         let relation = Relation::ALL
             .into_iter()
             .find(|r| {
                 let w = r.words();
                 self.words.get(self.pos..self.pos + w.len()) == Some(w)
             })
-            .ok_or_else(|| self.error("a relation (`left of`, `right of`, `above`, `below`)"))?;
+            .ok_or_else(|| {
+                self.error("`and`, a relation (`left of`, `right of`, `above`, `below`) or the end of the prompt")
+            })?;
         self.pos += relation.words().len();
-        let reference = self.single_object()?;
-        Ok(Clause::Relation { subject, relation, reference })
+        Ok(relation)
     }
 
-    fn single_object(&mut self) -> Result<Object> {
+    fn single_object(&mut self) -> Result<Spec> {
         if self.peek() != Some("a") {
             return Err(self.error("`a`"));
         }
         self.pos += 1;
-        let colour = self.colour()?;
+        let colour = self.colour();
         match ShapeKind::from_word(self.peek().unwrap_or("")) {
             Some((shape, false)) => {
                 self.pos += 1;
-                Ok(Object::new(colour, shape))
+                Ok(Spec { colour, shape })
             }
-            _ => Err(self.error("a singular shape noun")),
+            _ => Err(self.error("a colour or a singular shape noun")),
         }
     }
 
-    fn colour(&mut self) -> Result<Colour> {
-        let colour = Colour::from_word(self.peek().unwrap_or(""))
-            .ok_or_else(|| self.error("a colour (red, green, blue, yellow)"))?;
+    /// An optional colour word.
+    fn colour(&mut self) -> Option<Colour> {
+        let colour = Colour::from_word(self.peek().unwrap_or(""))?;
         self.pos += 1;
-        Ok(colour)
+        Some(colour)
     }
 }
 
@@ -137,11 +145,14 @@ mod tests {
     #[test]
     fn parses_every_form() {
         for text in [
-            "3 red circles",
-            "1 yellow triangle",
-            "2 green triangles and 1 red square",
+            "a circle",
+            "a yellow triangle",
+            "3 circles",
+            "4 red squares",
+            "a circle and a square",
+            "a green triangle and a red square",
             "a blue square left of a green triangle",
-            "a red circle above a red square",
+            "a circle above a square",
             "a yellow triangle right of a blue circle",
             "a green square below a yellow circle",
         ] {
@@ -161,35 +172,31 @@ mod tests {
         let err = from_text("3 Red circles").unwrap_err();
         assert!(err.to_string().contains("`Red`"), "{err}");
         assert!(from_text("5 red circles").unwrap_err().to_string().contains("`5`"));
+        assert!(from_text("1 red circle").unwrap_err().to_string().contains("`1`"));
     }
 
     #[test]
     fn ungrammatical_orders_say_what_was_expected() {
         let cases = [
-            ("", "end of the prompt"),
-            ("red 3 circles", "a count"),
-            ("3 circles", "a colour"),
-            ("3 red circle", "a plural noun"),
-            ("1 red circles", "a singular noun"),
-            ("a red circle", "a relation"),
+            ("", "`a` or a count"),
+            ("red 3 circles", "`a` or a count"),
+            ("3 red circle", "a plural shape noun"),
+            ("a red circles", "a singular shape noun"),
             ("a red circle left a blue square", "a relation"),
             ("a red circles above a blue square", "a singular shape noun"),
-            ("a red circle above 1 blue square", "`a`"),
-            ("3 red circles and", "a count"),
-            ("3 red circles 2 blue squares", "the end of the prompt"),
-            ("1 red circle and 1 blue square and 1 green square", "the end of the prompt"),
+            ("a red circle above 2 blue squares", "`a`"),
+            ("a red circle and", "`a`"),
+            ("3 red circles and a blue square", "the end of the prompt"),
+            ("a red circle and a blue square and a green triangle", "the end of the prompt"),
         ];
         for (text, expected) in cases {
             let err = from_text(text).unwrap_err();
             assert!(err.to_string().contains(expected), "{text:?}: {err}");
         }
         assert!(matches!(
-            from_text("1 red circle and 2 red circles"),
+            from_text("a red circle and a blue circle"),
             Err(ShapesError::InvalidPrompt(_))
         ));
-        assert!(matches!(
-            from_text("4 red circles and 4 blue squares"),
-            Err(ShapesError::InvalidPrompt(_))
-        ));
+        assert!(matches!(from_text("a circle above a circle"), Err(ShapesError::InvalidPrompt(_))));
     }
 }

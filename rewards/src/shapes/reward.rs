@@ -33,7 +33,7 @@ pub enum ShapesScore {
 /// use drift_rewards::reward::{ImageSample, Reward};
 /// use drift_rewards::shapes::{render_prompt, Prompt, ShapesReward};
 ///
-/// let prompt = Prompt::from_text("2 green triangles and 1 red square").unwrap();
+/// let prompt = Prompt::from_text("a green triangle and a red square").unwrap();
 /// let image = render_prompt(&prompt, 0);
 /// let sample = ImageSample::new(prompt, 32, 32, image.into_raw()).unwrap();
 /// let out = ShapesReward::default().evaluate_batch(&[sample]);
@@ -130,19 +130,25 @@ mod tests {
 
     #[test]
     fn scores_partial_and_strict_with_details() {
-        let prompt = from_text("3 red circles and 1 blue square").unwrap();
-        let two = from_text("2 red circles and 1 blue square").unwrap();
+        let prompt = from_text("a circle left of a blue square").unwrap();
+        let two = from_text("a red circle left of a blue square").unwrap();
         let image = render_prompt(&two, 4);
+        let three = from_text("3 red circles").unwrap();
+        let image3 = render_prompt(&from_text("2 red circles").unwrap(), 4);
         let partial = ShapesReward::default();
         let strict = ShapesReward { score: ShapesScore::Strict, ..ShapesReward::default() };
-        let out = partial.evaluate_batch(&[sample(prompt.clone(), &image), sample(two, &image)]);
-        assert!((out[0].score - (1.0 - 1.0 / 3.0 + 1.0) / 2.0).abs() < 1e-12);
-        assert_eq!(out[1].score, 1.0);
-        let d = &out[0].details;
+        let out = partial
+            .evaluate_batch(&[sample(prompt.clone(), &image), sample(three.clone(), &image3)]);
+        // A colourless spec is met by the red circle.
+        assert_eq!(out[0].score, 1.0);
+        assert!((out[1].score - (1.0 - 1.0 / 3.0)).abs() < 1e-12);
+        let d = &out[1].details;
         assert_eq!(d.gate.as_deref(), Some("3 red circles: expected 3, found 2"));
-        assert_eq!(d.components.len(), 2);
+        assert_eq!(d.components.len(), 1);
         assert!(d.notes.iter().any(|(k, v)| k == "found" && v.matches("red circle").count() == 2));
-        assert_eq!(strict.evaluate_batch(&[sample(prompt, &image)])[0].score, 0.0);
+        assert_eq!(out[0].details.components.len(), 3);
+        assert_eq!(strict.evaluate_batch(&[sample(three, &image3)])[0].score, 0.0);
+        assert_eq!(strict.evaluate_batch(&[sample(prompt, &image)])[0].score, 1.0);
         assert_eq!(<ShapesReward as Reward<ImageSample<Prompt>>>::name(&strict), "geneval_strict");
     }
 

@@ -1,60 +1,53 @@
-//! The prompt space of the shapes world and its fixed train / held-out split.
+//! The prompt space of the shapes world, its fixed train / held-out split, and
+//! category-balanced prompt draws.
 //!
-//! The space ([`all_prompts`]) holds 1,434 prompts: 48 single counts (4 counts × 12 objects),
-//! 858 two-clause counts (66 object pairs × the 13 count pairs with at most 6 objects) and
-//! 528 relations (132 ordered object pairs × 4 relations).
+//! The space ([`all_prompts`]) holds 450 prompts in GenEval's six categories (arXiv
+//! 2310.11513):
+//! - `single_object`: 3 ("a circle");
+//! - `colors`: 12 ("a red circle");
+//! - `counting`: 45 (counts 2–4 × 3 shapes × no colour or one of 4: "3 circles", "3 red
+//!   circles");
+//! - `two_object`: 6 (ordered pairs of different shapes: "a circle and a square");
+//! - `color_attr`: 72 (ordered shape pairs × ordered pairs of different colours: "a red circle
+//!   and a blue square");
+//! - `position`: 312 (ordered shape pairs × 4 relations × no colours or two different colours:
+//!   "a circle left of a square", "a red circle left of a blue square").
 //!
 //! The held-out split measures compositional generalisation, as GenEval's held-out
-//! compositions do: the seed picks `held_out_counts` objects, each with one count, and
-//! `held_out_pairs` unordered object pairs. A prompt is held out when one of its count clauses
-//! is a held-out (count, object) or its two objects form a held-out pair. Every word, every
-//! object and every count still occurs in training, so a held-out prompt is new only as a
-//! combination.
+//! compositions do: within each category the seed holds out a fixed fraction of the prompts
+//! (at least one, never all). Every word, shape, colour and count still occurs in training, so
+//! a held-out prompt is new only as a combination.
 
 use serde::{Deserialize, Serialize};
 
 use super::error::{Result, ShapesError};
-use super::grammar::{Clause, Object, Prompt, Relation, MAX_COUNT, MAX_OBJECTS};
+use super::grammar::{Category, Clause, Colour, Prompt, Relation, ShapeKind, Spec, MAX_COUNT};
 use super::rng::SplitMix64;
 
 /// How to split the prompt space.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct SplitConfig {
     /// Seed of the split; default 0 (the shipped split).
     pub seed: u64,
-    /// Objects (of 12) that get one held-out count each; default 6.
-    pub held_out_counts: usize,
-    /// Unordered object pairs (of 66) held out; default 8.
-    pub held_out_pairs: usize,
+    /// Fraction of each category's prompts held out, rounded to the nearest whole prompt and
+    /// kept within `1..=n−1`; default 0.25.
+    pub held_out_fraction: f64,
 }
 
 impl Default for SplitConfig {
     fn default() -> Self {
-        Self { seed: 0, held_out_counts: 6, held_out_pairs: 8 }
+        Self { seed: 0, held_out_fraction: 0.25 }
     }
 }
 
-/// A train / held-out partition of the prompt space and the combinations that define it.
+/// A train / held-out partition of the prompt space.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PromptSplit {
     /// Prompts to train on, in [`all_prompts`] order.
     pub train: Vec<Prompt>,
     /// Prompts never trained on, in [`all_prompts`] order.
     pub held_out: Vec<Prompt>,
-    /// The held-out (count, object) combinations.
-    pub held_out_counts: Vec<(u8, Object)>,
-    /// The held-out unordered object pairs, each as (earlier, later) in [`Object::all`].
-    pub held_out_pairs: Vec<(Object, Object)>,
-}
-
-fn unordered_pairs() -> Vec<(Object, Object)> {
-    let objects = Object::all();
-    let mut out = Vec::new();
-    for (i, &a) in objects.iter().enumerate() {
-        out.extend(objects[i + 1..].iter().map(|&b| (a, b)));
-    }
-    out
 }
 
 fn prompt(clauses: Vec<Clause>) -> Option<Prompt> {
@@ -62,82 +55,168 @@ fn prompt(clauses: Vec<Clause>) -> Option<Prompt> {
     Prompt::new(clauses).ok()
 }
 
-/// Every prompt of the grammar with its clauses in canonical order (single counts, then
-/// two-clause counts with the earlier object of [`Object::all`] first, then relations).
-#[must_use]
-pub fn all_prompts() -> Vec<Prompt> {
-    let counts = 1..=MAX_COUNT;
+/// Ordered pairs of different shapes.
+fn shape_pairs() -> Vec<(ShapeKind, ShapeKind)> {
     let mut out = Vec::new();
-    for object in Object::all() {
-        out.extend(
-            counts.clone().filter_map(|count| prompt(vec![Clause::Count { count, object }])),
-        );
+    for a in ShapeKind::ALL {
+        out.extend(ShapeKind::ALL.into_iter().filter(|&b| b != a).map(|b| (a, b)));
     }
-    for (a, b) in unordered_pairs() {
-        for n in counts.clone() {
-            for m in counts.clone().filter(|m| n + m <= MAX_OBJECTS) {
-                let clauses = vec![
-                    Clause::Count { count: n, object: a },
-                    Clause::Count { count: m, object: b },
-                ];
-                out.extend(prompt(clauses));
+    out
+}
+
+/// Ordered pairs of different colours.
+fn colour_pairs() -> Vec<(Colour, Colour)> {
+    let mut out = Vec::new();
+    for a in Colour::ALL {
+        out.extend(Colour::ALL.into_iter().filter(|&b| b != a).map(|b| (a, b)));
+    }
+    out
+}
+
+/// The prompts of one category, in canonical order.
+#[must_use]
+pub fn category_prompts(category: Category) -> Vec<Prompt> {
+    let one = |object| Clause::Count { count: 1, object };
+    let mut out = Vec::new();
+    match category {
+        Category::SingleObject => {
+            out.extend(ShapeKind::ALL.into_iter().filter_map(|s| prompt(vec![one(Spec::any(s))])));
+        }
+        Category::Colors => {
+            for c in Colour::ALL {
+                out.extend(
+                    ShapeKind::ALL
+                        .into_iter()
+                        .filter_map(|s| prompt(vec![one(Spec::coloured(c, s))])),
+                );
             }
         }
-    }
-    for subject in Object::all() {
-        for reference in Object::all().into_iter().filter(|&r| r != subject) {
-            for relation in Relation::ALL {
-                out.extend(prompt(vec![Clause::Relation { subject, relation, reference }]));
+        Category::Counting => {
+            let colours = std::iter::once(None).chain(Colour::ALL.into_iter().map(Some));
+            for colour in colours {
+                for shape in ShapeKind::ALL {
+                    for count in 2..=MAX_COUNT {
+                        out.extend(prompt(vec![Clause::Count {
+                            count,
+                            object: Spec { colour, shape },
+                        }]));
+                    }
+                }
+            }
+        }
+        Category::TwoObject => {
+            for (a, b) in shape_pairs() {
+                out.extend(prompt(vec![one(Spec::any(a)), one(Spec::any(b))]));
+            }
+        }
+        Category::ColorAttr => {
+            for (a, b) in shape_pairs() {
+                for (ca, cb) in colour_pairs() {
+                    out.extend(prompt(vec![
+                        one(Spec::coloured(ca, a)),
+                        one(Spec::coloured(cb, b)),
+                    ]));
+                }
+            }
+        }
+        Category::Position => {
+            let colours = std::iter::once((None, None))
+                .chain(colour_pairs().into_iter().map(|(a, b)| (Some(a), Some(b))));
+            for (ca, cb) in colours {
+                for (a, b) in shape_pairs() {
+                    for relation in Relation::ALL {
+                        out.extend(prompt(vec![Clause::Relation {
+                            subject: Spec { colour: ca, shape: a },
+                            relation,
+                            reference: Spec { colour: cb, shape: b },
+                        }]));
+                    }
+                }
             }
         }
     }
     out
 }
 
+/// Every prompt of the world, category by category in [`Category::ALL`] order.
+#[must_use]
+pub fn all_prompts() -> Vec<Prompt> {
+    Category::ALL.into_iter().flat_map(category_prompts).collect()
+}
+
 /// Splits the prompt space as `config` says (a pure function of the config).
 pub fn split(config: &SplitConfig) -> Result<PromptSplit> {
-    let objects = Object::all();
-    let mut pairs = unordered_pairs();
-    let too_many = |name: &str, got: usize, max: usize| {
-        ShapesError::InvalidPrompt(format!("split `{name}` = {got}, expected at most {max}"))
-    };
-    if config.held_out_counts > objects.len() {
-        return Err(too_many("held_out_counts", config.held_out_counts, objects.len()));
+    let f = config.held_out_fraction;
+    if !(f > 0.0 && f < 1.0) {
+        return Err(ShapesError::InvalidPrompt(format!(
+            "split `held_out_fraction` = {f}, expected a fraction strictly between 0 and 1"
+        )));
     }
-    if config.held_out_pairs > pairs.len() {
-        return Err(too_many("held_out_pairs", config.held_out_pairs, pairs.len()));
+    let mut train = Vec::new();
+    let mut held_out = Vec::new();
+    for (k, category) in Category::ALL.into_iter().enumerate() {
+        let prompts = category_prompts(category);
+        let n = prompts.len();
+        let held = ((f * n as f64).round() as usize).clamp(1, n - 1);
+        let mut order: Vec<usize> = (0..n).collect();
+        SplitMix64::keyed(&[config.seed, 0x0073_706c_6974, k as u64]).shuffle(&mut order);
+        let mut is_held = vec![false; n];
+        for &i in &order[..held] {
+            is_held[i] = true;
+        }
+        for (p, h) in prompts.into_iter().zip(is_held) {
+            if h {
+                held_out.push(p);
+            } else {
+                train.push(p);
+            }
+        }
     }
-    let mut rng = SplitMix64::keyed(&[config.seed, 0x0073_706c_6974]);
-    let mut chosen = objects;
-    rng.shuffle(&mut chosen);
-    let mut held_out_counts: Vec<(u8, Object)> = chosen[..config.held_out_counts]
-        .iter()
-        .map(|&o| (rng.range_inclusive(1, i64::from(MAX_COUNT)) as u8, o))
-        .collect();
-    held_out_counts.sort();
-    rng.shuffle(&mut pairs);
-    let mut held_out_pairs = pairs[..config.held_out_pairs].to_vec();
-    held_out_pairs.sort();
-    let is_held_out = |p: &Prompt| {
-        let objs: Vec<Object> = p
-            .clauses()
-            .iter()
-            .flat_map(|c| match *c {
-                Clause::Count { object, .. } => vec![object],
-                Clause::Relation { subject, reference, .. } => vec![subject, reference],
-            })
-            .collect();
-        let count_hit = p.clauses().iter().any(|c| {
-            matches!(*c, Clause::Count { count, object } if held_out_counts.contains(&(count, object)))
-        });
-        let pair_hit = match objs[..] {
-            [a, b] => held_out_pairs.contains(&(a.min(b), a.max(b))),
-            _ => false,
-        };
-        count_hit || pair_hit
-    };
-    let (held_out, train) = all_prompts().into_iter().partition(is_held_out);
-    Ok(PromptSplit { train, held_out, held_out_counts, held_out_pairs })
+    Ok(PromptSplit { train, held_out })
+}
+
+/// `prompts` grouped by category, in [`Category::ALL`] order, categories without a prompt
+/// left out.
+#[must_use]
+pub fn by_category(prompts: &[Prompt]) -> Vec<(Category, Vec<Prompt>)> {
+    Category::ALL
+        .into_iter()
+        .map(|c| (c, prompts.iter().filter(|p| p.category() == c).cloned().collect::<Vec<_>>()))
+        .filter(|(_, ps)| !ps.is_empty())
+        .collect()
+}
+
+/// Draw `index` of a category-balanced stream over `groups` (from [`by_category`]): a
+/// category uniformly, then a prompt uniformly within it, both keyed by `(seed, index)`, so
+/// the six categories are trained on equally however many prompts each holds (GenEval scores
+/// the mean over categories). `None` when `groups` is empty.
+#[must_use]
+pub fn balanced_prompt(
+    groups: &[(Category, Vec<Prompt>)],
+    seed: u64,
+    index: u64,
+) -> Option<Prompt> {
+    if groups.is_empty() {
+        return None;
+    }
+    let mut rng = SplitMix64::keyed(&[seed, 0x6261_6c61_6e63, index]);
+    let (_, prompts) = &groups[rng.below(groups.len() as u64) as usize];
+    Some(prompts[rng.below(prompts.len() as u64) as usize].clone())
+}
+
+/// The evaluation list of `prompts`: each category's prompts repeated in order until the
+/// category has at least `per_category` images (every prompt equally often), so every
+/// category is scored on about the same number of images and every prompt at least once.
+#[must_use]
+pub fn eval_list(prompts: &[Prompt], per_category: usize) -> Vec<Prompt> {
+    let mut out = Vec::new();
+    for (_, ps) in by_category(prompts) {
+        let rounds = per_category.div_ceil(ps.len()).max(1);
+        for _ in 0..rounds {
+            out.extend(ps.iter().cloned());
+        }
+    }
+    out
 }
 
 /// `n` prompts drawn uniformly with replacement from `prompts` by `seed` (a training batch's
@@ -159,10 +238,15 @@ mod tests {
 
     #[test]
     fn the_space_has_the_documented_size_and_no_duplicates() {
+        let sizes: Vec<usize> = Category::ALL.iter().map(|&c| category_prompts(c).len()).collect();
+        assert_eq!(sizes, vec![3, 6, 45, 12, 312, 72]);
         let all = all_prompts();
-        assert_eq!(all.len(), 48 + 66 * 13 + 132 * 4);
+        assert_eq!(all.len(), 450);
         let texts: HashSet<String> = all.iter().map(Prompt::to_text).collect();
         assert_eq!(texts.len(), all.len());
+        for c in Category::ALL {
+            assert!(category_prompts(c).iter().all(|p| p.category() == c), "{c}");
+        }
         for p in &all {
             let ids = tokenize(p);
             assert_eq!(ids.len(), MAX_TOKENS);
@@ -184,38 +268,53 @@ mod tests {
     }
 
     #[test]
-    fn split_is_a_deterministic_partition_keyed_by_seed() {
+    fn split_is_a_deterministic_per_category_partition_keyed_by_seed() {
         let a = split(&SplitConfig::default()).unwrap();
         assert_eq!(a, split(&SplitConfig::default()).unwrap());
         assert_eq!(a.train.len() + a.held_out.len(), all_prompts().len());
         let train: HashSet<&Prompt> = a.train.iter().collect();
         assert!(a.held_out.iter().all(|p| !train.contains(p)));
-        assert_eq!(a.held_out_counts.len(), 6);
-        assert_eq!(a.held_out_pairs.len(), 8);
+        let held: Vec<usize> = by_category(&a.held_out).iter().map(|(_, p)| p.len()).collect();
+        // round(0.25 n) per category, at least 1: 3→1, 6→2 (1.5 rounds up), 45→11, 12→3,
+        // 312→78, 72→18.
+        assert_eq!(held, vec![1, 2, 11, 3, 78, 18]);
+        assert_eq!(by_category(&a.train).len(), 6);
         let b = split(&SplitConfig { seed: 1, ..SplitConfig::default() }).unwrap();
         assert_ne!(a.held_out, b.held_out);
-        assert!(split(&SplitConfig { held_out_pairs: 67, ..SplitConfig::default() }).is_err());
+        for bad in [0.0, 1.0, f64::NAN] {
+            let err = split(&SplitConfig { held_out_fraction: bad, ..SplitConfig::default() });
+            assert!(err.unwrap_err().to_string().contains("held_out_fraction"));
+        }
     }
 
     #[test]
-    fn training_still_sees_every_word_and_object() {
+    fn training_still_sees_every_word() {
         let s = split(&SplitConfig::default()).unwrap();
         let texts: Vec<String> = s.train.iter().map(Prompt::to_text).collect();
         let words: HashSet<&str> = texts.iter().flat_map(|t| t.split_whitespace()).collect();
         for w in &crate::shapes::vocab::VOCABULARY[1..] {
             assert!(words.contains(w), "`{w}` never occurs in training");
         }
-        for (count, object) in &s.held_out_counts {
-            let seen = s.train.iter().any(|p| p.clauses().iter().any(|c| matches!(*c, Clause::Count { count: n, object: o } if o == *object && n != *count)));
-            assert!(seen, "{object:?} never trained with another count");
+    }
+
+    #[test]
+    fn balanced_draws_cover_categories_equally_and_eval_lists_fill_each_category() {
+        let s = split(&SplitConfig::default()).unwrap();
+        let groups = by_category(&s.train);
+        let mut counts = [0usize; 6];
+        for i in 0..6000 {
+            let p = balanced_prompt(&groups, 3, i).unwrap();
+            assert!(s.train.contains(&p));
+            counts[Category::ALL.iter().position(|&c| c == p.category()).unwrap()] += 1;
         }
-        let single: Prompt = s
-            .held_out
-            .iter()
-            .find(|p| p.clauses().len() == 1 && matches!(p.clauses()[0], Clause::Count { .. }))
-            .cloned()
-            .unwrap();
-        assert!(!s.train.contains(&single));
+        assert!(counts.iter().all(|&n| (850..=1150).contains(&n)), "{counts:?}");
+        assert_eq!(balanced_prompt(&groups, 3, 7), balanced_prompt(&groups, 3, 7));
+        assert!(balanced_prompt(&[], 3, 7).is_none());
+        let list = eval_list(&s.held_out, 48);
+        let sizes: Vec<usize> = by_category(&list).iter().map(|(_, p)| p.len()).collect();
+        // 1×48, 2×24, 11×5, 3×16, 78×1, 18×3.
+        assert_eq!(sizes, vec![48, 48, 55, 48, 78, 54]);
+        assert!(s.held_out.iter().all(|p| list.contains(p)));
     }
 
     #[test]

@@ -3,9 +3,10 @@
 //! clauses against them.
 //!
 //! Scoring (ALGORITHMS.md §10):
-//! - a count clause "N colour shapes" scores `max(0, 1 − |N − found| / N)`, where `found` is
-//!   the number of detected objects of that colour and shape;
-//! - a relation "a A rel a B" counts as three clauses: "1 A", "1 B" (scored as counts) and the
+//! - a count clause ("a red circle", "3 circles") scores `max(0, 1 − |N − found| / N)`, where
+//!   `found` is the number of detected objects of that shape (and of that colour, when the
+//!   clause names one);
+//! - a relation "a A rel a B" counts as three clauses: "a A", "a B" (scored as counts) and the
 //!   relation itself, 1 when the largest detected A and the largest detected B stand in the
 //!   relation by at least `relation_margin` pixels between centroids, else 0;
 //! - the score is the mean over clauses; the strict score is 1 iff every clause scores 1.
@@ -16,7 +17,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::classify::{classify, features, Features};
-use super::grammar::{Clause, Colour, Object, Prompt, ShapeKind};
+use super::grammar::{Clause, Colour, Object, Prompt, ShapeKind, Spec};
 use super::segment::{components, SegmentOptions};
 use crate::image::Image;
 
@@ -65,7 +66,7 @@ impl Detection {
 /// The verdict on one clause.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ClauseVerdict {
-    /// The clause, as text ("3 red circles", "a red circle left of a blue square").
+    /// The clause, as text ("3 red circles", "a circle left of a blue square").
     pub clause: String,
     /// Objects asked for (1 for a relation).
     pub expected: usize,
@@ -126,8 +127,8 @@ pub fn verify_with(prompt: &Prompt, image: &Image, options: &VerifyOptions) -> V
             Clause::Relation { subject, relation, reference } => {
                 clauses.push(count_verdict(&detections, 1, subject));
                 clauses.push(count_verdict(&detections, 1, reference));
-                let largest = |o: Object| {
-                    detections.iter().filter(|d| d.object() == o).max_by_key(|d| d.area)
+                let largest = |s: Spec| {
+                    detections.iter().filter(|d| s.matches(d.object())).max_by_key(|d| d.area)
                 };
                 let holds = match (largest(subject), largest(reference)) {
                     (Some(a), Some(b)) => {
@@ -149,8 +150,8 @@ pub fn verify_with(prompt: &Prompt, image: &Image, options: &VerifyOptions) -> V
     Verdict { score, strict, clauses, detections }
 }
 
-fn count_verdict(detections: &[Detection], expected: usize, object: Object) -> ClauseVerdict {
-    let found = detections.iter().filter(|d| d.object() == object).count();
+fn count_verdict(detections: &[Detection], expected: usize, object: Spec) -> ClauseVerdict {
+    let found = detections.iter().filter(|d| object.matches(d.object())).count();
     let miss = expected.abs_diff(found) as f64 / expected.max(1) as f64;
     ClauseVerdict {
         clause: Clause::Count { count: expected as u8, object }.text(),
