@@ -48,7 +48,8 @@ pub struct FlowGrpoConfig {
     /// ODE steps of evaluation `N_eval`. Default 40.
     pub eval_steps: usize,
     /// The rollout's stochastic step, log-prob reduction and optional window
-    /// (Flow-GRPO-Fast / MixGRPO). Default the Flow-GRPO SDE, `a = 0.7`, mean over elements.
+    /// (Flow-GRPO-Fast / MixGRPO). Default the Flow-GRPO SDE, `a = 0.7`, mean over elements,
+    /// on the first 3 of the 10 steps only.
     pub rollout: RolloutConfig,
     /// Classifier-free guidance scale `w` in rollout, training and evaluation; 1 is none.
     /// Default 1.0 (Flow-GRPO uses 4.5 for SD3.5-M; the shipped DiT is best without).
@@ -56,7 +57,8 @@ pub struct FlowGrpoConfig {
     /// Fraction of the stochastic transitions trained, from the first: `⌊N·f⌋` (the last,
     /// near-clean one is excluded). Default 0.99.
     pub train_fraction: f64,
-    /// Advantages per prompt group. Default Flow-GRPO's: mean baseline, population std,
+    /// Advantages per prompt group. Default Flow-GRPO's GenEval setting: each group's mean as
+    /// the baseline, divided by the population std of the whole batch (`global_std`),
     /// `eps = 1e-4`, clip 5.
     pub advantage: AdvantageConfig,
     /// The loss over transitions. Default Flow-GRPO's: per-transition PPO clip `ε = 1e-4`,
@@ -82,9 +84,10 @@ pub struct FlowGrpoConfig {
     /// batch of another size rounds differently in the last bits, so the first ratio is 1
     /// only to about 1e-7 instead of exactly. Default false (exactly on-policy).
     pub stack_steps: bool,
-    /// AdamW, schedule, clipping, EMA. Default lr 3e-4, wd 1e-4, clip 1.0, EMA 0.9 every step.
+    /// AdamW, schedule, clipping, EMA. Default lr 1e-4 (1e-3 collapsed the v2 base in 20
+    /// iterations), wd 1e-4, clip 1.0, EMA 0.9 every step.
     pub optim: OptimConfig,
-    /// Evaluate every this many iterations (and at the start and the end). Default 10.
+    /// Evaluate every this many iterations (and at the start and the end). Default 20.
     pub eval_every: u64,
     /// Held-out prompts evaluated at the intermediate evaluations; the first and the last
     /// evaluation always use every held-out prompt. Default 96.
@@ -119,7 +122,14 @@ pub struct FlowGrpoConfig {
 }
 
 impl Default for FlowGrpoConfig {
+    /// The shipped shapes world's preset: flow_grpo's loss and advantage with the settings the
+    /// sweep on flow-shapes-v2 chose (BENCHMARKS.md, "Flow-GRPO on the shapes world v2"):
+    /// the SDE only on the first 3 of 10 steps (Flow-GRPO-Fast; ODE after, so no SDE noise
+    /// is left in the image the verifier sees, and 3 trained transitions instead of 9),
+    /// advantages scaled by the batch std (flow_grpo's GenEval `global_std`), lr 1e-4.
     fn default() -> Self {
+        let mut advantage = AdvantageConfig::flow_grpo();
+        advantage.scale = drift_core::advantage::Scale::BatchStd;
         Self {
             base: PathBuf::from("examples/checkpoints/flow-shapes-v2"),
             steps: 40,
@@ -128,10 +138,13 @@ impl Default for FlowGrpoConfig {
             rewards: vec![RewardTerm { name: "geneval".into(), weight: 1.0 }],
             schedule: ScheduleConfig::default(),
             eval_steps: 40,
-            rollout: RolloutConfig::default(),
+            rollout: RolloutConfig {
+                window: Some(drift_samplers::flow::Window { start: 0, len: 3 }),
+                ..RolloutConfig::default()
+            },
             guidance: 1.0,
             train_fraction: 0.99,
-            advantage: AdvantageConfig::flow_grpo(),
+            advantage,
             loss: PolicyLossConfig::flow_grpo(),
             kl_std: KlStd::SigmaT,
             mask_zero_advantage: true,
@@ -140,12 +153,12 @@ impl Default for FlowGrpoConfig {
             micro_batch: 16,
             stack_steps: false,
             optim: OptimConfig {
-                adamw: AdamWConfig { lr: 3e-4, weight_decay: 1e-4, ..AdamWConfig::default() },
+                adamw: AdamWConfig { lr: 1e-4, weight_decay: 1e-4, ..AdamWConfig::default() },
                 max_grad_norm: Some(1.0),
                 ema: Some(EmaConfig { decay: 0.9, every: 1 }),
                 ..OptimConfig::default()
             },
-            eval_every: 10,
+            eval_every: 20,
             eval_prompts: 96,
             diversity_prompts: 8,
             diversity_samples: 4,
