@@ -158,6 +158,20 @@ fn eval_flow_scores_a_prompt_file_per_category_and_names_a_malformed_line() {
     let (code, text) = drift(&[&args[..], &["--prompts", bad.to_str().unwrap()]].concat());
     assert_eq!(code, 2, "{text}");
     assert!(text.contains("bad.jsonl, line 2") && text.contains("`purple`"), "{text}");
+    // The trainer reads the same files, before any work starts.
+    let out = dir.path().join("run");
+    let train = |file: &std::path::Path| {
+        let set = format!("prompts={:?}", file.to_str().unwrap());
+        drift(&["train", "flow", "--out", out.to_str().unwrap(), "--set", &set])
+    };
+    let (code, text) = train(&bad);
+    assert_eq!(code, 2, "{text}");
+    assert!(text.contains("bad.jsonl, line 2"), "{text}");
+    let held = dir.path().join("held.jsonl");
+    std::fs::write(&held, "{\"prompt\": \"3 circles\", \"split\": \"held_out\"}\n").unwrap();
+    let (code, text) = train(&held);
+    assert_eq!(code, 2, "{text}");
+    assert!(text.contains("no training prompts"), "{text}");
     let wrong = dir.path().join("wrong.jsonl");
     std::fs::write(&wrong, "{\"prompt\": \"3 circles\", \"category\": \"position\"}\n").unwrap();
     let (code, text) = drift(&[&args[..], &["--prompts", wrong.to_str().unwrap()]].concat());

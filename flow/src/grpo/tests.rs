@@ -359,6 +359,18 @@ fn brightness_is_learned_above_its_shuffled_null_and_unlearned_when_flipped() {
 }
 
 #[test]
+fn the_sd35_preset_is_flow_grpos_geneval_recipe_and_validates() {
+    let c = FlowGrpoConfig::flow_grpo_sd35();
+    c.validate().unwrap();
+    assert_eq!((c.prompts_per_step, c.group_size, c.updates_per_batch), (48, 24, 2));
+    assert_eq!(c.advantage.scale, drift_core::advantage::Scale::BatchStd);
+    assert_eq!((c.guidance, c.optim.adamw.lr, c.rollout.window), (4.5, 3e-4, None));
+    let d = FlowGrpoConfig::default();
+    d.validate().unwrap();
+    assert_eq!(d.rollout.window, Some(drift_samplers::flow::Window { start: 0, len: 3 }));
+}
+
+#[test]
 fn bad_configs_are_named() {
     let base = FlowGrpoConfig::default();
     let cases: Vec<(FlowGrpoConfig, &str)> = vec![
