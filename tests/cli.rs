@@ -93,6 +93,14 @@ fn usage_errors_exit_2_and_name_the_problem() {
     assert_eq!(code, 2, "{text}");
     let (code, text) = drift(&["presets", "--device", "cpu"]);
     assert_eq!(code, 0, "{text}");
+    // A zero batch is refused before any work (it used to divide by zero).
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("p");
+    let (code, text) =
+        drift(&["pretrain", "flow", "--set", "batch=0", "--out", out.to_str().unwrap()]);
+    assert_eq!(code, 2, "{text}");
+    assert!(text.contains("batch") && text.contains("at least 1"), "{text}");
+    assert!(!out.exists(), "nothing written for a refused config");
 }
 
 #[test]

@@ -12,7 +12,7 @@ use drift_core::train::{
 };
 use serde::{Deserialize, Serialize};
 
-use crate::error::Result;
+use crate::error::{FlowModelError, Result};
 use crate::model::{save_dit, Dit, DitConfig};
 use crate::pretrain::{flow_matching_loss, FlowMatchingConfig};
 
@@ -40,6 +40,27 @@ pub struct PretrainFlowConfig {
     /// which it runs out, with that step checkpointed and the model saved, as if `steps` had
     /// been reached (a later invocation resumes). Default none (no limit).
     pub max_seconds: Option<f64>,
+}
+
+impl PretrainFlowConfig {
+    /// Checks the run's sizes before any work, naming the field at fault: `steps`, `batch`
+    /// and `checkpoint_every` at least 1, and the model's own fields.
+    pub fn validate(&self) -> Result<()> {
+        for (field, value) in [
+            ("steps", self.steps),
+            ("batch", self.batch as u64),
+            ("checkpoint_every", self.checkpoint_every),
+        ] {
+            if value == 0 {
+                return Err(FlowModelError::Config {
+                    field,
+                    value: "0".into(),
+                    expected: "at least 1".into(),
+                });
+            }
+        }
+        self.model.validate()
+    }
 }
 
 impl Default for PretrainFlowConfig {
@@ -87,6 +108,7 @@ pub fn pretrain_flow(
     device: &Device,
     mut data: impl FnMut(u64, usize) -> Result<(Tensor, Tensor)>,
 ) -> Result<PretrainReport> {
+    cfg.validate()?;
     let start = Instant::now();
     let budget = TimeBudget::new(cfg.max_seconds, "max_seconds")?;
     let varmap = VarMap::new();

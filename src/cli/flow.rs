@@ -35,8 +35,8 @@ fn shapes_batch(
 }
 
 fn check_model_fits_world(cfg: &PretrainFlowConfig) -> Result<()> {
+    cfg.validate()?;
     let m = &cfg.model;
-    m.validate()?;
     if m.text_vocab < shapes::VOCAB_SIZE
         || m.text_len != shapes::MAX_TOKENS
         || m.image_size != 32
