@@ -103,20 +103,34 @@ fn toy_config(base: &Path) -> FlowGrpoConfig {
     cfg
 }
 
+/// A fresh trainable policy with its optimizer, the frozen reference, the schedule and
+/// iteration 0's rollout batch of `cfg`, all from the base model in `dir`.
+struct Fresh {
+    policy: Dit,
+    reference: Dit,
+    opt: Optimizer,
+    schedule: Schedule,
+    batch: RolloutBatch<Vec<u32>>,
+}
+
+fn fresh(dir: &Path, cfg: &FlowGrpoConfig) -> Fresh {
+    let dev = Device::Cpu;
+    let (policy, varmap) = crate::model::load_dit_trainable(dir, &dev).unwrap();
+    let reference = crate::model::load_dit_frozen(dir, &dev).unwrap();
+    let opt = Optimizer::new(cfg.optim, ParamSet::all(&varmap)).unwrap();
+    let schedule = Schedule::new(&cfg.schedule).unwrap();
+    let batch = sample_batch(&policy, &ToyTask::new(), &Brightness, cfg, &schedule, 0).unwrap();
+    Fresh { policy, reference, opt, schedule, batch }
+}
+
 #[test]
 fn first_update_is_exactly_on_policy() {
     let dir = tempfile::tempdir().unwrap();
     random_base(dir.path());
-    let dev = Device::Cpu;
     for (micro_batch, updates) in [(3, 1), (8, 1), (2, 2)] {
         let cfg =
             FlowGrpoConfig { micro_batch, updates_per_batch: updates, ..toy_config(dir.path()) };
-        let (policy, varmap) = crate::model::load_dit_trainable(dir.path(), &dev).unwrap();
-        let reference = crate::model::load_dit_frozen(dir.path(), &dev).unwrap();
-        let mut opt = Optimizer::new(cfg.optim, ParamSet::all(&varmap)).unwrap();
-        let schedule = Schedule::new(&cfg.schedule).unwrap();
-        let batch =
-            sample_batch(&policy, &ToyTask::new(), &Brightness, &cfg, &schedule, 0).unwrap();
+        let Fresh { policy, reference, mut opt, schedule, batch } = fresh(dir.path(), &cfg);
         assert!(
             batch.advantages_host.iter().all(|&a| a != 0.0),
             "distinct rewards: no masked sample"
@@ -143,16 +157,10 @@ fn first_update_is_exactly_on_policy() {
 fn stacked_steps_give_the_same_update_to_rounding() {
     let dir = tempfile::tempdir().unwrap();
     random_base(dir.path());
-    let dev = Device::Cpu;
     let mut out = Vec::new();
     for stack_steps in [false, true] {
         let cfg = FlowGrpoConfig { micro_batch: 4, stack_steps, ..toy_config(dir.path()) };
-        let (policy, varmap) = crate::model::load_dit_trainable(dir.path(), &dev).unwrap();
-        let reference = crate::model::load_dit_frozen(dir.path(), &dev).unwrap();
-        let mut opt = Optimizer::new(cfg.optim, ParamSet::all(&varmap)).unwrap();
-        let schedule = Schedule::new(&cfg.schedule).unwrap();
-        let batch =
-            sample_batch(&policy, &ToyTask::new(), &Brightness, &cfg, &schedule, 0).unwrap();
+        let Fresh { policy, reference, mut opt, schedule, batch } = fresh(dir.path(), &cfg);
         let rows: Vec<usize> = (0..batch.len()).collect();
         let r = update(&policy, &reference, &batch, &rows, &cfg, &schedule, &mut opt).unwrap();
         // 3 trained steps: one pass per step, or one pass for all three (× policy, reference).
@@ -175,7 +183,6 @@ fn stacked_steps_give_the_same_update_to_rounding() {
 fn without_a_kl_term_the_reference_is_skipped_and_the_update_equals_beta_zero() {
     let dir = tempfile::tempdir().unwrap();
     random_base(dir.path());
-    let dev = Device::Cpu;
     let mut out = Vec::new();
     for kl in [true, false] {
         let mut cfg = FlowGrpoConfig { micro_batch: 4, ..toy_config(dir.path()) };
@@ -184,12 +191,7 @@ fn without_a_kl_term_the_reference_is_skipped_and_the_update_equals_beta_zero() 
         } else {
             None
         };
-        let (policy, varmap) = crate::model::load_dit_trainable(dir.path(), &dev).unwrap();
-        let reference = crate::model::load_dit_frozen(dir.path(), &dev).unwrap();
-        let mut opt = Optimizer::new(cfg.optim, ParamSet::all(&varmap)).unwrap();
-        let schedule = Schedule::new(&cfg.schedule).unwrap();
-        let batch =
-            sample_batch(&policy, &ToyTask::new(), &Brightness, &cfg, &schedule, 0).unwrap();
+        let Fresh { policy, reference, mut opt, schedule, batch } = fresh(dir.path(), &cfg);
         let rows: Vec<usize> = (0..batch.len()).collect();
         let r = update(&policy, &reference, &batch, &rows, &cfg, &schedule, &mut opt).unwrap();
         let models = if kl { 2 } else { 1 };
