@@ -177,6 +177,16 @@ mod tests {
         );
     }
 
+    /// The main job's file says every value is the built-in default: keep the two in step.
+    #[test]
+    fn the_main_jobs_config_file_is_the_built_in_default() {
+        let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("examples/configs/flow_grpo_shapes.toml");
+        let file: drift_flow::grpo::FlowGrpoConfig =
+            toml::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        assert_eq!(file, drift_flow::grpo::FlowGrpoConfig::default());
+    }
+
     #[test]
     fn an_unknown_nested_key_is_still_an_error_naming_it() {
         let err = load_inner::<Outer>(None, &sets(&["inner.c=1"])).unwrap_err();
