@@ -187,10 +187,10 @@ pub fn evaluate<T: ImageTask>(
     let images = sample_prompts(model, task, prompts, s, 0)?;
     let outcomes = reward.evaluate_batch(&image_samples(prompts, &images)?);
     let n = prompts.len().max(1) as f64;
-    let reward_mean = outcomes.iter().map(|o| o.score).sum::<f64>() / n;
+    let rewards: Vec<f64> = outcomes.iter().map(|o| o.score).collect();
+    let reward_mean = rewards.iter().sum::<f64>() / n;
     let checks: Vec<Option<bool>> =
         prompts.iter().zip(&images).map(|(p, im)| task.strict(p, im)).collect();
-    let rewards: Vec<f64> = outcomes.iter().map(|o| o.score).collect();
     let names: Vec<Option<&'static str>> = prompts.iter().map(|p| task.category(p)).collect();
     let categories = category_scores(&names, &rewards, &checks);
     let strict = checks.iter().all(Option::is_some).then(|| {

@@ -373,6 +373,20 @@ fn the_sd35_preset_is_flow_grpos_geneval_recipe_and_validates() {
 }
 
 #[test]
+fn category_rows_and_the_overall_mean_over_categories() {
+    let names = [Some("a"), Some("b"), Some("a"), Some("a"), None];
+    let rewards = [1.0, 0.5, 0.0, 0.5, 9.0];
+    let checks = [Some(true), Some(false), Some(false), Some(true), Some(true)];
+    let rows = category_scores(&names, &rewards, &checks);
+    assert_eq!(rows.len(), 2);
+    assert_eq!((rows[0].name.as_str(), rows[0].samples), ("a", 3));
+    assert!((rows[0].strict.unwrap() - 2.0 / 3.0).abs() < 1e-12);
+    assert!((rows[0].reward_mean - 0.5).abs() < 1e-12);
+    assert_eq!((rows[1].name.as_str(), rows[1].samples, rows[1].strict), ("b", 1, Some(0.0)));
+    assert!(category_scores(&[None, None], &[1.0, 0.0], &[None, None]).is_empty());
+}
+
+#[test]
 fn bad_configs_are_named() {
     let base = FlowGrpoConfig::default();
     let cases: Vec<(FlowGrpoConfig, &str)> = vec![

@@ -85,14 +85,13 @@ fn evaluate_policy<T: ImageTask>(
     with_diversity: bool,
 ) -> Result<EvalReport> {
     let all = task.eval_prompts();
-    let k = n.unwrap_or(all.len()).min(all.len());
-    let prompts: Vec<T::Prompt> = (0..k).map(|i| all[i * all.len() / k.max(1)].clone()).collect();
+    let prompts = spread(all, n.unwrap_or(all.len()));
     let s = eval_sampling(cfg);
     let run = || -> Result<EvalReport> {
         let mut r = evaluate(&m.view, task, reward, &prompts, &s, Some(grid))?;
         if with_diversity {
-            let d = &task.eval_prompts()[..cfg.diversity_prompts.min(task.eval_prompts().len())];
-            r.diversity = Some(diversity(&m.view, task, d, cfg.diversity_samples, &s)?);
+            let d = spread(all, cfg.diversity_prompts);
+            r.diversity = Some(diversity(&m.view, task, &d, cfg.diversity_samples, &s)?);
         }
         Ok(r)
     };
@@ -100,6 +99,13 @@ fn evaluate_policy<T: ImageTask>(
         Some(ema) => ema.with_weights(m.opt.params(), run)?,
         None => run(),
     }
+}
+
+/// `k` items of `all` at evenly spaced positions (all of them when `k >= all.len()`), so a
+/// subset of a category-ordered list still covers every category.
+fn spread<P: Clone>(all: &[P], k: usize) -> Vec<P> {
+    let k = k.min(all.len());
+    (0..k).map(|i| all[i * all.len() / k].clone()).collect()
 }
 
 fn log_eval(log: &mut MetricsWriter, step: u64, r: &EvalReport) -> Result<()> {
