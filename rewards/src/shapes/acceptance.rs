@@ -151,3 +151,24 @@ fn the_verifier_is_robust_to_noise_and_blur() {
         );
     }
 }
+
+#[test]
+fn singular_clauses_need_at_least_one_match_and_counts_exactly_n_as_in_geneval() {
+    let opts = RenderOptions::default();
+    let three = from_text("3 red circles").unwrap();
+    let image = layout(&three, 5, &opts).render();
+    // GenEval's include requirement: a singular clause holds with extra matching objects.
+    let v = verify(&from_text("a circle").unwrap(), &image);
+    assert_eq!((v.clauses[0].found, v.score, v.strict), (3, 1.0, true));
+    assert!(verify(&from_text("a red circle").unwrap(), &image).strict);
+    // A counting clause adds GenEval's exclude of N + 1: exactly N, partial 1 − |N − found|/N.
+    let v = verify(&from_text("2 circles").unwrap(), &image);
+    assert_eq!((v.clauses[0].found, v.score, v.strict), (3, 0.5, false));
+    let v = verify(&from_text("4 red circles").unwrap(), &image);
+    assert_eq!((v.score, v.strict), (0.75, false));
+    // Objects no clause mentions never lower the score.
+    let pair = from_text("a red circle and a blue square").unwrap();
+    let image = layout(&pair, 9, &opts).render();
+    assert!(verify(&from_text("a blue square").unwrap(), &image).strict);
+    assert_eq!(verify(&from_text("a green square").unwrap(), &image).score, 0.0);
+}

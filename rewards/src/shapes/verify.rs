@@ -3,9 +3,11 @@
 //! clauses against them.
 //!
 //! Scoring (ALGORITHMS.md §10):
-//! - a count clause ("a red circle", "3 circles") scores `max(0, 1 − |N − found| / N)`, where
-//!   `found` is the number of detected objects of that shape (and of that colour, when the
-//!   clause names one);
+//! - a count clause scores against `found`, the number of detected objects of its shape (and of
+//!   its colour, when it names one). As in GenEval's metadata, a singular clause ("a red
+//!   circle") is an *include* requirement, satisfied by at least one match (score 1 if
+//!   `found ≥ 1`, else 0), while a counting clause ("3 circles", N ≥ 2) is an include plus an
+//!   *exclude* of N + 1, i.e. exactly N, with partial credit `max(0, 1 − |N − found| / N)`;
 //! - a relation "a A rel a B" counts as three clauses: "a A", "a B" (scored as counts) and the
 //!   relation itself, 1 when the largest detected A and the largest detected B stand in the
 //!   relation by at least `relation_margin` pixels between centroids, else 0;
@@ -150,9 +152,19 @@ pub fn verify_with(prompt: &Prompt, image: &Image, options: &VerifyOptions) -> V
     Verdict { score, strict, clauses, detections }
 }
 
+/// A count clause's verdict: at least one match for a singular clause, exactly `expected` for a
+/// counting one (GenEval's include / exclude requirements).
 fn count_verdict(detections: &[Detection], expected: usize, object: Spec) -> ClauseVerdict {
     let found = detections.iter().filter(|d| object.matches(d.object())).count();
-    let miss = expected.abs_diff(found) as f64 / expected.max(1) as f64;
+    let miss = if expected <= 1 {
+        if found >= 1 {
+            0.0
+        } else {
+            1.0
+        }
+    } else {
+        expected.abs_diff(found) as f64 / expected as f64
+    };
     ClauseVerdict {
         clause: Clause::Count { count: expected as u8, object }.text(),
         expected,
