@@ -1,5 +1,5 @@
 //! Parity of both architectures with logits computed by the original Python code
-//! (`../shared/fixtures`, NVlabs/Fast-dLLM at 24cc59e), within `max |Δlogit| ≤ 1e-5`.
+//! (`fixtures/`, NVlabs/Fast-dLLM at 24cc59e), within `max |Δlogit| ≤ 1e-5`.
 
 mod common;
 

@@ -6,9 +6,9 @@ use std::path::PathBuf;
 
 use candle_core::{Device, Tensor};
 
-/// A folder of `../shared/fixtures` (the checkout's sibling `shared/`).
+/// A folder of the repository's `fixtures/` (reference outputs of the original Python code).
 pub fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/fixtures")).join(name)
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures")).join(name)
 }
 
 /// The tensors of `fixtures/<name>/cases.safetensors`.

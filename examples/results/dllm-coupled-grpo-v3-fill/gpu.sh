@@ -5,7 +5,7 @@
 # resumes them). Results are packed into $OUT.
 #
 # Before the call, on the dev machine (about 15 min):
-#   source ../shared/scripts/cuda-toolkit-from-pypi.sh
+#   source .ci/cuda-toolkit-from-pypi.sh
 #   CARGO_TARGET_DIR=target-cuda cargo build --release --features cuda
 #   mkdir -p .dev && strip -o /tmp/drift target-cuda/release/drift && gzip -c /tmp/drift > .dev/drift.gz
 # Then: run(command="LR=3e-6 SECONDS_PER_RUN=420 bash examples/results/dllm-coupled-grpo-v3-fill/gpu.sh",
