@@ -1,7 +1,7 @@
 //! drift-core: the group-advantage and policy-loss core shared by every algorithm in drift,
 //! and keyed randomness.
 //!
-//! One loop serves both model families (DESIGN.md §3): rollout → reward → **group advantages**
+//! One loop serves both model families (docs/architecture.md §3): rollout → reward → **group advantages**
 //! → log-probs of each action under old / current / reference policy → **policy loss** →
 //! optimizer step. This crate is the bold part. It only ever sees tensors `[N, T]` of
 //! log-probs, advantages and masks, and group ids; it never knows whether an action was a

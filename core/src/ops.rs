@@ -1,4 +1,4 @@
-//! Kernels that keep the autograd graph when it is needed (DESIGN.md §6).
+//! Kernels that keep the autograd graph when it is needed (docs/architecture.md §6).
 //!
 //! candle's fused `softmax_last_dim`, `rms_norm`, `layer_norm` and `rope*` kernels silently cut
 //! the autograd graph: parameters upstream of them get no gradient and no error is raised.

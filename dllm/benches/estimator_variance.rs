@@ -1,5 +1,5 @@
 //! Variance of the per-sequence log-likelihood estimates on the shipped code model, at equal
-//! numbers of forward passes (ALGORITHMS.md §3; issue 9's measurement). Sequences: held-out
+//! numbers of forward passes (docs/algorithms.md §3; issue 9's measurement). Sequences: held-out
 //! items with their reference solutions as completions (the corpus layout). For each
 //! estimator, `R` keyed draws per sequence; reported: the mean over sequences of the
 //! across-draw variance, the mean estimate, and the variance relative to the baseline of its

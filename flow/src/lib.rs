@@ -1,4 +1,4 @@
-//! drift-flow: flow-matching image models, their pretraining, Flow-GRPO and BranchGRPO.
+//! drift-flow: flow-matching image models, their pretraining and Flow-GRPO (BranchGRPO is planned).
 
 pub mod error;
 pub mod grpo;

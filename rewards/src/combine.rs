@@ -1,4 +1,4 @@
-//! Weighted combination of rewards (ALGORITHMS.md §10: "several rewards combine as a weighted
+//! Weighted combination of rewards (docs/algorithms.md §10: "several rewards combine as a weighted
 //! sum").
 //!
 //! Rule: `score = Σ_i w_i · s_i`, where `s_i` is part `i`'s score, or the failure score when

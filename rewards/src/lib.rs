@@ -1,5 +1,5 @@
-//! drift-rewards: rewards, verifiers and the shipped toy worlds (DESIGN.md §4,
-//! ALGORITHMS.md §10).
+//! drift-rewards: rewards, verifiers and the shipped toy worlds (docs/architecture.md §4,
+//! docs/algorithms.md §10).
 //!
 //! - [`reward`]: the [`Reward`] trait, generic over the sample type ([`reward::TextSample`]
 //!   for text, [`reward::ImageSample`] or the image module's own type for images), with

@@ -1,4 +1,4 @@
-//! Grouped advantages from a batch of rewards (ALGORITHMS.md §1).
+//! Grouped advantages from a batch of rewards (docs/algorithms.md §1).
 
 use candle_core::{DType, Tensor};
 
@@ -22,8 +22,8 @@ pub struct Advantages {
     pub informative: Tensor,
 }
 
-/// Host-side summary of an [`Advantages`], for logging (`adv/mean`, `adv/std`,
-/// `adv/degenerate_frac`).
+/// Host-side summary of an [`Advantages`], for logging (`adv/mean`, `adv/std`; the trainers
+/// log the degenerate fraction as `groups/degenerate_frac`).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct AdvantageStats {
     /// Mean advantage over the batch.
@@ -84,7 +84,7 @@ pub fn broadcast_to_actions(per_sample: &Tensor, mask: &Tensor) -> Result<Tensor
 /// Group-relative advantages of `rewards[N]` under `groups`.
 ///
 /// `A_i = clamp((r_i − b_i)/s_i, −clip, clip)` with `b` the baseline and `s` the scale of
-/// `cfg` (ALGORITHMS.md §1; GRPO arXiv 2402.03300, RLOO arXiv 2402.14740, Dr. GRPO
+/// `cfg` (docs/algorithms.md §1; GRPO arXiv 2402.03300, RLOO arXiv 2402.14740, Dr. GRPO
 /// arXiv 2503.20783, Flow-GRPO arXiv 2505.05470). Leave-one-out is computed in the stable form
 /// `r_i − b_i = n_k/(n_k−1)·(r_i − μ_k)`. A group whose population std is at most
 /// `cfg.degenerate_tol` gets advantage exactly 0 and is flagged.

@@ -1,4 +1,4 @@
-//! Configuration of group advantages (ALGORITHMS.md §1).
+//! Configuration of group advantages (docs/algorithms.md §1).
 
 use serde::{Deserialize, Serialize};
 

@@ -1,5 +1,5 @@
 //! Group advantages: baselines, scales, clipping, degenerate groups, several rewards
-//! (ALGORITHMS.md §1).
+//! (docs/algorithms.md §1).
 
 mod compute;
 mod config;

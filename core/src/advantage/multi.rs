@@ -1,4 +1,4 @@
-//! Advantages from several rewards per sample (ALGORITHMS.md §1, last item).
+//! Advantages from several rewards per sample (docs/algorithms.md §1, last item).
 
 use candle_core::{DType, Tensor};
 use serde::{Deserialize, Serialize};

@@ -1,4 +1,4 @@
-//! Aggregation of per-action losses into one scalar (ALGORITHMS.md §2, "Aggregation").
+//! Aggregation of per-action losses into one scalar (docs/algorithms.md §2, "Aggregation").
 
 use candle_core::Tensor;
 

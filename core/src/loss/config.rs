@@ -1,4 +1,4 @@
-//! Configuration of a policy loss (ALGORITHMS.md §2) and the named presets of the papers.
+//! Configuration of a policy loss (docs/algorithms.md §2) and the named presets of the papers.
 
 use serde::{Deserialize, Serialize};
 

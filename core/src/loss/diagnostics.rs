@@ -1,5 +1,5 @@
-//! The diagnostics every trainer logs (ALGORITHMS.md §2, last paragraph), under the stable
-//! metric names of DESIGN.md §5.
+//! The diagnostics every trainer logs (docs/algorithms.md §2, last paragraph), under the stable
+//! metric names of docs/architecture.md §5.
 
 use crate::error::{CoreError, Result};
 

@@ -1,4 +1,4 @@
-//! KL estimators against a reference policy (ALGORITHMS.md §2, "KL to a reference").
+//! KL estimators against a reference policy (docs/algorithms.md §2, "KL to a reference").
 
 use candle_core::Tensor;
 

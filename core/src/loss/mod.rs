@@ -1,5 +1,5 @@
 //! Policy losses over actions: ratios, surrogates, KL estimators, aggregations, diagnostics
-//! (ALGORITHMS.md §2).
+//! (docs/algorithms.md §2).
 //!
 //! The loss only sees `[N, T]` tensors of log-probs, advantages and masks; it never knows which
 //! model family produced them.

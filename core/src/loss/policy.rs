@@ -57,7 +57,7 @@ impl PolicyLoss {
     }
 }
 
-/// Computes the policy loss of ALGORITHMS.md §2 for `cfg`.
+/// Computes the policy loss of docs/algorithms.md §2 for `cfg`.
 ///
 /// Actions come from `cfg.ratio` (tokens, or whole sequences for GSPO/ESPO/GDPO), the
 /// surrogate is PPO clip or StableDRL's self-normalised weighting, the KL is `β·agg(KL)` with

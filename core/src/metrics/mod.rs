@@ -1,5 +1,5 @@
 //! Metrics: a JSONL line per step under stable names (`reward/mean`, `loss/policy`,
-//! `clip/frac`, `adv/std`, `time/rollout_s`, …; DESIGN.md §5), a console progress display, and
+//! `clip/frac`, `adv/std`, `time/rollout_s`, …; docs/architecture.md §5), a console progress display, and
 //! PNG curves drawn without any system font.
 
 mod canvas;

@@ -1,7 +1,7 @@
 //! AdamW with f32 moments and state that saves and loads.
 //!
 //! candle-nn's `AdamW` keeps private state, moments in the parameter's dtype and no parameter
-//! groups (DESIGN.md §6); this one keeps its moments in f32 whatever the weights' dtype, and
+//! groups (docs/architecture.md §6); this one keeps its moments in f32 whatever the weights' dtype, and
 //! exposes them for checkpoints.
 
 use std::collections::{BTreeMap, HashMap};

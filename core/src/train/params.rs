@@ -11,7 +11,7 @@ use crate::error::{CoreError, Result};
 ///
 /// Only these are updated, decayed, clipped and checkpointed as optimizer state. Weights meant
 /// to stay fixed (a reference policy, a frozen encoder) should be loaded as plain tensors, not
-/// `Var`s, so candle does not even compute their gradients (DESIGN.md §6).
+/// `Var`s, so candle does not even compute their gradients (docs/architecture.md §6).
 #[derive(Debug, Clone, Default)]
 pub struct ParamSet {
     entries: Vec<(String, Var)>,
@@ -102,7 +102,7 @@ pub fn frozen_copy(varmap: &VarMap) -> Result<HashMap<String, Tensor>> {
 
 /// Untracked views of every variable of `varmap` that share its storage
 /// (`Var::as_detached_tensor`): a model built on them records no graph (rollouts, old-policy
-/// passes) yet sees every optimizer update, with no copy (DESIGN.md §6).
+/// passes) yet sees every optimizer update, with no copy (docs/architecture.md §6).
 pub fn detached_view(varmap: &VarMap) -> HashMap<String, Tensor> {
     let data = varmap.data().lock().expect("VarMap mutex poisoned");
     data.iter().map(|(n, v)| (n.clone(), v.as_detached_tensor())).collect()

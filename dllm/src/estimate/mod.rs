@@ -1,4 +1,4 @@
-//! Likelihood estimators for masked diffusion LMs (ALGORITHMS.md §3): the per-token
+//! Likelihood estimators for masked diffusion LMs (docs/algorithms.md §3): the per-token
 //! log-probability terms of completions that dLLM RL recipes put into the policy ratio.
 //!
 //! A masked diffusion model has no tractable `log p(y | prompt)`; every recipe replaces it by
@@ -58,7 +58,7 @@ pub use quadrature::{gauss_legendre, simpson, QuadratureRule};
 
 use crate::error::{DllmError, Result};
 
-/// Which estimator, with its parameters (ALGORITHMS.md §3 defaults).
+/// Which estimator, with its parameters (docs/algorithms.md §3 defaults).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum EstimatorConfig {

@@ -1,4 +1,4 @@
-//! The dLLM RL trainer's configuration and the recipe presets (ALGORITHMS.md §4).
+//! The dLLM RL trainer's configuration and the recipe presets (docs/algorithms.md §4).
 
 use std::path::PathBuf;
 
@@ -14,7 +14,7 @@ use crate::error::{DllmError, Result};
 use crate::estimate::EstimatorConfig;
 
 /// A dLLM RL recipe: an estimator, a ratio and loss, an advantage, `μ` and `G`, with the
-/// reference code's defaults (ALGORITHMS.md §4).
+/// reference code's defaults (docs/algorithms.md §4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
 pub enum Recipe {
@@ -36,7 +36,7 @@ pub enum Recipe {
     StableDrl,
 }
 
-/// Every recipe, in the order of ALGORITHMS.md §4.
+/// Every recipe, in the order of docs/algorithms.md §4.
 pub const RECIPES: &[Recipe] =
     &[Recipe::DiffuGrpo, Recipe::CoupledGrpo, Recipe::Espo, Recipe::Gdpo, Recipe::StableDrl];
 

@@ -1,4 +1,4 @@
-//! dLLM RL (ALGORITHMS.md §3–4): one trainer for diffu-GRPO, coupled-GRPO, ESPO, GDPO and
+//! dLLM RL (docs/algorithms.md §3–4): one trainer for diffu-GRPO, coupled-GRPO, ESPO, GDPO and
 //! StableDRL, each a [`Recipe`] — a likelihood estimator ([`crate::estimate`]) with the shared
 //! core's advantage and policy loss.
 //!

@@ -229,7 +229,7 @@ fn bad_configs_are_named() {
         let err = cfg.resolved().unwrap_err().to_string();
         assert!(err.contains(field), "{field}: {err}");
     }
-    // Presets as ALGORITHMS.md §4 tabulates them.
+    // Presets as docs/algorithms.md §4 tabulates them.
     let p = Recipe::CoupledGrpo.parts(106);
     assert_eq!((p.inner_iterations, p.group_size), (2, 10));
     let p = Recipe::DiffuGrpo.parts(106);

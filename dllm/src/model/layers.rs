@@ -1,6 +1,6 @@
 //! The small building blocks both architectures share: RMSNorm, linear layers, the SwiGLU MLP
 //! and the rotary tables. Every normalisation and rotation goes through `drift_core::ops`, which
-//! keeps the autograd graph when a weight or input is tracked (DESIGN.md §6).
+//! keeps the autograd graph when a weight or input is tracked (docs/architecture.md §6).
 
 use candle_core::{DType, Device, Module, Tensor};
 use candle_nn::{Init, Linear, VarBuilder};

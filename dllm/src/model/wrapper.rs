@@ -124,7 +124,7 @@ impl DiffusionLm {
 
     /// A frozen view over the same storage: no `Var`s, so its forward records no graph and
     /// uses the fused kernels, yet it sees every in-place optimizer update of the original
-    /// (`Tensor::detach` shares storage, DESIGN.md §6).
+    /// (`Tensor::detach` shares storage, docs/architecture.md §6).
     pub fn detached(&self) -> Result<Self> {
         let map: HashMap<String, Tensor> =
             self.weights.iter().map(|(n, t)| (n.clone(), t.detach())).collect();

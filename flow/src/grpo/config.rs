@@ -1,11 +1,11 @@
-//! The Flow-GRPO trainer's configuration, with the reference defaults (ALGORITHMS.md §8).
+//! The Flow-GRPO trainer's configuration, with the reference defaults (docs/algorithms.md §8).
 
 use std::path::PathBuf;
 
 use drift_core::advantage::AdvantageConfig;
 use drift_core::loss::PolicyLossConfig;
 use drift_core::train::{AdamWConfig, EmaConfig, OptimConfig};
-use drift_samplers::flow::{RolloutConfig, ScheduleConfig};
+use drift_samplers::flow::{RolloutConfig, ScheduleConfig, StepKind};
 use serde::{Deserialize, Serialize};
 
 use super::shapes::RewardTerm;
@@ -269,6 +269,17 @@ impl FlowGrpoConfig {
                 "loss.kl.estimator",
                 format!("{:?}", self.loss.kl.map(|k| k.estimator)),
                 "precomputed (Flow-GRPO's Gaussian-mean KL)",
+            ));
+        }
+        if self.loss.kl.is_some()
+            && self.kl_std == KlStd::SigmaT
+            && matches!(self.rollout.step, StepKind::Cps { .. })
+        {
+            // CPS has no σ_t (its step reports 0): the KL's 1 / (2 σ_t²) would be infinite.
+            return Err(bad(
+                "kl_std",
+                "sigma_t",
+                "\"transition\" with rollout.step.kind = \"cps\" and a KL term (CPS has no sigma_t)",
             ));
         }
         self.rollout.step.validate()?;

@@ -1,5 +1,5 @@
 //! Flow-GRPO (arXiv 2505.05470): online RL for flow-matching text-to-image models, through the
-//! shared core (ALGORITHMS.md §8).
+//! shared core (docs/algorithms.md §8).
 //!
 //! An iteration samples `P` prompts × `G` images with the SDE at `N_train` steps, scores them
 //! with any [`drift_rewards::Reward`] over image samples, computes per-prompt advantages with

@@ -389,6 +389,9 @@ fn category_rows_and_the_overall_mean_over_categories() {
 #[test]
 fn bad_configs_are_named() {
     let base = FlowGrpoConfig::default();
+    let mut cps = base.clone();
+    cps.rollout.step = drift_samplers::flow::StepKind::Cps { noise_level: 0.7 };
+    assert!(cps.loss.kl.is_some());
     let cases: Vec<(FlowGrpoConfig, &str)> = vec![
         (FlowGrpoConfig { group_size: 1, ..base.clone() }, "group_size"),
         (FlowGrpoConfig { train_fraction: 0.0, ..base.clone() }, "train_fraction"),
@@ -403,11 +406,17 @@ fn bad_configs_are_named() {
             "rollout.step",
         ),
         (FlowGrpoConfig { updates_per_batch: 0, ..base.clone() }, "updates_per_batch"),
+        (cps.clone(), "kl_std"),
     ];
     for (cfg, field) in cases {
         let e = cfg.validate().unwrap_err().to_string();
         assert!(e.contains(field), "{e}");
     }
+    // CPS has no σ_t: its KL needs the transition std, or no KL at all.
+    FlowGrpoConfig { kl_std: super::config::KlStd::Transition, ..cps.clone() }.validate().unwrap();
+    let mut no_kl = cps;
+    no_kl.loss.kl = None;
+    no_kl.validate().unwrap();
     let e = shapes_reward(&[RewardTerm { name: "clip".into(), weight: 1.0 }])
         .err()
         .unwrap()

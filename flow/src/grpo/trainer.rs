@@ -1,4 +1,4 @@
-//! The Flow-GRPO loop (arXiv 2505.05470, ALGORITHMS.md §8): rollout → reward → advantages →
+//! The Flow-GRPO loop (arXiv 2505.05470, docs/algorithms.md §8): rollout → reward → advantages →
 //! updates, with evaluation, metrics, curves, checkpoints and resume.
 
 use std::io::Write;

@@ -1,4 +1,4 @@
-//! The execution reward (DiffuCoder, ALGORITHMS.md §10).
+//! The execution reward (DiffuCoder, docs/algorithms.md §10).
 //!
 //! Rule: each test case `t_j` of the task runs as its own program `code + "\n\n" + t_j` in a
 //! fresh sandboxed `python3` with the wall limit (default 5 s); the score is the fraction of

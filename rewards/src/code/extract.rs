@@ -1,7 +1,7 @@
 //! Extraction of the fenced Python block from a completion, and the structural half of the
 //! format gate.
 //!
-//! Rule (DiffuCoder, ALGORITHMS.md §10): a completion is well-formed when it contains exactly
+//! Rule (DiffuCoder, docs/algorithms.md §10): a completion is well-formed when it contains exactly
 //! one fenced Python block (an opening line "```python", "```python3" or "```py", a closing
 //! line "```"), and nothing but whitespace follows that block's closing fence. Blocks in
 //! other languages before it are allowed. Whether the block *parses* is checked by the

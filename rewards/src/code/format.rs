@@ -1,4 +1,4 @@
-//! The format gate of the code reward (DiffuCoder, ALGORITHMS.md §10).
+//! The format gate of the code reward (DiffuCoder, docs/algorithms.md §10).
 //!
 //! Rule: 1.0 when the completion has exactly one fenced Python block, at its end, and the
 //! block compiles (`compile(src, "solution.py", "exec")` in the sandboxed interpreter);

@@ -1,4 +1,4 @@
-//! Code-execution rewards (DiffuCoder's recipe, ALGORITHMS.md §10): extraction of the fenced
+//! Code-execution rewards (DiffuCoder's recipe, docs/algorithms.md §10): extraction of the fenced
 //! Python block ([`extract`]), the format gate ([`format`]), sandboxed execution of test
 //! cases ([`execute`], [`sandbox`]), and their weighted combination ([`reward`]).
 

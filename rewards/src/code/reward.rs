@@ -1,5 +1,5 @@
 //! The combined code reward: `format_weight · format + execution_weight · execution`, with
-//! execution run only when the format score is exactly 1.0 (DiffuCoder, ALGORITHMS.md §10:
+//! execution run only when the format score is exactly 1.0 (DiffuCoder, docs/algorithms.md §10:
 //! weights 0.5 and 2.0, so the range is [0, 2.5]).
 
 use std::sync::Arc;

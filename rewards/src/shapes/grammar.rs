@@ -331,7 +331,8 @@ impl std::fmt::Display for Category {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub enum Clause {
-    /// "a `spec`" or "`count` `spec`s": exactly `count` objects matching the spec.
+    /// "a `spec`" or "`count` `spec`s": at least one object matching the spec when `count` is 1
+    /// (GenEval's include requirement), exactly `count` when it is 2–4 (include plus exclude).
     Count {
         /// How many, 1..=4.
         count: u8,

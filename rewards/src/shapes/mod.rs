@@ -1,4 +1,4 @@
-//! The shapes world: a text-to-image toy task for composition alignment (DESIGN.md §4).
+//! The shapes world: a text-to-image toy task for composition alignment (docs/architecture.md §4).
 //!
 //! Prompts in GenEval's six categories — "a circle", "a red circle", "3 circles", "a circle
 //! and a square", "a red circle and a blue square", "a circle left of a square" ([`grammar`],

@@ -1,6 +1,6 @@
 //! SplitMix64: the small seeded generator behind every random choice of the shapes world.
 //!
-//! The shapes world never touches a global RNG (DESIGN.md §5): every layout, colour jitter,
+//! The shapes world never touches a global RNG (docs/architecture.md §5): every layout, colour jitter,
 //! split and noise draw is a pure function of an explicit key, so a prompt set or a rendered
 //! image is reproducible from its seed alone.
 

@@ -2,7 +2,7 @@
 //! composition reward, arXiv 2505.05470): finds the objects in an image and scores a prompt's
 //! clauses against them.
 //!
-//! Scoring (ALGORITHMS.md §10):
+//! Scoring (docs/algorithms.md §10):
 //! - a count clause scores against `found`, the number of detected objects of its shape (and of
 //!   its colour, when it names one). As in GenEval's metadata, a singular clause ("a red
 //!   circle") is an *include* requirement, satisfied by at least one match (score 1 if

@@ -1,4 +1,4 @@
-//! The Countdown verifier (TinyZero / ALGORITHMS.md §10).
+//! The Countdown verifier (TinyZero / docs/algorithms.md §10).
 //!
 //! Rule: the candidate equation is the content of the last `<answer>…</answer>` if present,
 //! else the last run of equation characters (digits, `+ - * / ( ) =`, spaces) in the text

@@ -1,4 +1,4 @@
-//! Sudoku boards and the Sudoku verifier (d1 / ALGORITHMS.md §10).
+//! Sudoku boards and the Sudoku verifier (d1 / docs/algorithms.md §10).
 //!
 //! Rule: the answer grid is read from the last `<answer>…</answer>` if present, else from
 //! the whole completion, as its last `n²` cell characters (`1`–`n` a digit, `0` or `.` an

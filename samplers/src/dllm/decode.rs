@@ -1,4 +1,4 @@
-//! The dLLM decode loop (ALGORITHMS.md §5): semi-autoregressive blocks, every position rule,
+//! The dLLM decode loop (docs/algorithms.md §5): semi-autoregressive blocks, every position rule,
 //! threshold parallel decoding, classifier-free guidance, order policies, batched prompts with
 //! stop tokens, recorded as a [`Trajectory`].
 //!

@@ -1,4 +1,4 @@
-//! dLLM decoding: semi-autoregressive blocks, token proposals, position rules, threshold parallel decoding, order policies and recorded trajectories (ALGORITHMS.md §5).
+//! dLLM decoding: semi-autoregressive blocks, token proposals, position rules, threshold parallel decoding, order policies and recorded trajectories (docs/algorithms.md §5).
 //!
 //! Entry points: [`decode`] and [`decode_with_policy`] turn a [`DecodeBatch`] of prompts into a
 //! [`Trajectory`] under a [`DecodeConfig`]. The building blocks they compose are public too:

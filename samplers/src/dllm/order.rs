@@ -1,4 +1,4 @@
-//! The `OrderPolicy` hook: a policy that replaces the position rule (SAS, ALGORITHMS.md §6).
+//! The `OrderPolicy` hook: a policy that replaces the position rule (SAS, docs/algorithms.md §6).
 
 use candle_core::{DType, Tensor, D};
 

@@ -1,5 +1,5 @@
 //! Flow-matching samplers: SD3 schedules, Euler ODE, Flow-GRPO and DanceGRPO SDEs, CPS,
-//! windowed SDE rollouts (ALGORITHMS.md §7).
+//! windowed SDE rollouts (docs/algorithms.md §7).
 //!
 //! Convention: `x_σ = (1−σ) x₀ + σ ε`, velocity `v = ε − x₀`, `σ` goes from 1 to 0, and step
 //! `i` moves from `σ_i` to `σ_{i+1}` with `dt = σ_{i+1} − σ_i < 0`.

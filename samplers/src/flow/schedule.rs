@@ -102,12 +102,9 @@ mod tests {
 
     #[test]
     fn matches_the_diffusers_fixture() {
-        let path = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../fixtures/flow-schedule/schedule.json"
-        );
-        let text =
-            std::fs::read_to_string(path).expect("fixtures/flow-schedule/schedule.json is in the repository");
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/flow-schedule/schedule.json");
+        let text = std::fs::read_to_string(path)
+            .expect("fixtures/flow-schedule/schedule.json is in the repository");
         let json: serde_json::Value = serde_json::from_str(&text).unwrap();
         for n in [10usize, 40] {
             let want = &json["schedules"][n.to_string()];
