@@ -19,11 +19,8 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use candle_core::{Device, Tensor};
-use drift_core::metrics::{plot_metrics, MetricsWriter, Progress};
 use drift_core::rng::RngKey;
-use drift_core::train::{
-    CheckpointMeta, Checkpointer, Grads, OptimConfig, Optimizer, ParamSet, TailMean, TimeBudget,
-};
+use drift_core::train::{Grads, OptimConfig, Optimizer, ParamSet, Run, RunSettings, TailMean};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{DllmError, Result};
@@ -146,6 +143,18 @@ impl Default for PretrainDllmConfig {
 }
 
 impl PretrainDllmConfig {
+    /// The run skeleton's settings (no intermediate evaluation).
+    pub fn run_settings(&self) -> RunSettings {
+        RunSettings {
+            steps: self.steps,
+            seed: self.seed,
+            checkpoint_every: self.checkpoint_every,
+            keep_last: self.keep_last,
+            max_seconds: self.max_seconds,
+            eval_every: 0,
+        }
+    }
+
     /// Checks the values that serde cannot, naming the field at fault.
     pub fn validate(&self) -> Result<()> {
         let bad = |key: &'static str, value: String, expected: &str| {
@@ -304,26 +313,11 @@ pub fn pretrain_dllm(
         expected: "trainable weights".into(),
     })?;
     let mut opt = Optimizer::new(cfg.optim, ParamSet::all(varmap))?;
-    let ckpt = Checkpointer::new(run_dir.join("checkpoints"), cfg.keep_last)?;
-    let (latest, rejected) = ckpt.latest_valid()?;
-    for (dir, err) in &rejected {
-        eprintln!("warning: skipping checkpoint {}: {err}", dir.display());
-    }
-    let metrics_path = run_dir.join("metrics.jsonl");
-    let (first, mut log) = match latest {
-        Some(dir) => {
-            let meta = Checkpointer::load(&dir, &mut opt)?;
-            eprintln!("resuming from {} (step {})", dir.display(), meta.step);
-            (meta.step, MetricsWriter::open(&metrics_path, Some(meta.metrics_cursor))?)
-        }
-        None => (0, MetricsWriter::create(&metrics_path)?),
-    };
-    let progress = Progress::new(cfg.steps, "pretrain dllm");
+    let (mut run, _) =
+        Run::open(run_dir, cfg.run_settings(), config_text, "pretrain dllm", "step", &mut opt)?;
     let (mut tail, mut tokens) = (TailMean::last_tenth_of(cfg.steps), 0usize);
     let train_start = Instant::now();
-    let budget = TimeBudget::new(cfg.max_seconds, "max_seconds")?;
-    let mut last = first;
-    for step in first..cfg.steps {
+    for step in run.steps() {
         let t0 = Instant::now();
         let batch = SftBatch::new(&data(step, cfg.batch)?, cfg.completion_len, device)?;
         let loss = masked_diffusion_loss_with(
@@ -338,11 +332,11 @@ pub fn pretrain_dllm(
         let grads = Grads::from_store(&loss.backward()?, opt.params(), 1.0)?;
         let report = opt.step(value, grads)?;
         if let Some(reason) = report.skipped {
-            progress.println(&format!("step {step}: skipped ({reason:?})"));
+            run.println(&format!("step {step}: skipped ({reason:?})"));
         }
         tokens += batch.tokens();
         let tps = batch.tokens() as f64 / t0.elapsed().as_secs_f64().max(1e-9);
-        log.log(
+        run.log(
             step,
             &[
                 ("loss/total", value),
@@ -352,42 +346,25 @@ pub fn pretrain_dllm(
             ],
         )?;
         tail.push(value);
-        last = step + 1;
-        progress.update(step + 1, &[("loss", value), ("tok/s", tps)]);
-        let out_of_time = budget.stops_run(step + 1, cfg.steps);
-        if (step + 1) % cfg.checkpoint_every.max(1) == 0 || step + 1 == cfg.steps || out_of_time {
-            let meta = CheckpointMeta {
-                step: step + 1,
-                seed: cfg.seed,
-                config: config_text.to_string(),
-                metrics_cursor: log.cursor(),
-                extra: serde_json::Value::Null,
-                optimizer_step: 0,
-                skipped_steps: 0,
-            };
-            ckpt.save(&opt, &meta)?;
-        }
-        if out_of_time {
-            progress.println(&budget.stop_line("step", step + 1, cfg.steps));
+        let end = run.end_of(step);
+        if run.close_step(step, end, &opt, &[("loss", value), ("tok/s", tps)])?.is_break() {
             break;
         }
     }
-    progress.finish();
     let train_seconds = train_start.elapsed().as_secs_f64();
     let model_dir = run_dir.join("model");
     match opt.ema() {
         Some(ema) => ema.with_weights(opt.params(), || model.save_pretrained(&model_dir))??,
         None => model.save_pretrained(&model_dir)?,
     }
-    let curves = run_dir.join("curves.png");
-    plot_metrics(&metrics_path, &["loss/total", "grad/norm"], &curves)?;
+    let finished = run.finish(&["loss/total", "grad/norm"])?;
     let final_loss = tail.mean();
     Ok(PretrainDllmReport {
         model_dir,
-        metrics: metrics_path,
-        curves,
+        metrics: finished.metrics,
+        curves: finished.curves,
         final_loss,
-        steps: last,
+        steps: finished.steps,
         parameters: model.num_parameters(),
         tokens_per_s: tokens as f64 / train_seconds.max(1e-9),
         seconds: start.elapsed().as_secs_f64(),

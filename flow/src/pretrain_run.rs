@@ -1,15 +1,11 @@
 //! The flow-matching pretraining run: a data stream, the plumbing of drift-core, a saved model.
 
 use std::path::{Path, PathBuf};
-use std::time::Instant;
 
 use candle_core::{DType, Device, Tensor};
 use candle_nn::{VarBuilder, VarMap};
-use drift_core::metrics::{plot_metrics, MetricsWriter, Progress};
 use drift_core::rng::RngKey;
-use drift_core::train::{
-    CheckpointMeta, Checkpointer, Grads, OptimConfig, Optimizer, ParamSet, TailMean, TimeBudget,
-};
+use drift_core::train::{Grads, OptimConfig, Optimizer, ParamSet, Run, RunSettings, TailMean};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{FlowModelError, Result};
@@ -61,6 +57,18 @@ impl PretrainFlowConfig {
         }
         self.model.validate()
     }
+
+    /// The run skeleton's settings (no intermediate evaluation).
+    pub fn run_settings(&self) -> RunSettings {
+        RunSettings {
+            steps: self.steps,
+            seed: self.seed,
+            checkpoint_every: self.checkpoint_every,
+            keep_last: self.keep_last,
+            max_seconds: self.max_seconds,
+            eval_every: 0,
+        }
+    }
 }
 
 impl Default for PretrainFlowConfig {
@@ -109,30 +117,14 @@ pub fn pretrain_flow(
     mut data: impl FnMut(u64, usize) -> Result<(Tensor, Tensor)>,
 ) -> Result<PretrainReport> {
     cfg.validate()?;
-    let start = Instant::now();
-    let budget = TimeBudget::new(cfg.max_seconds, "max_seconds")?;
     let varmap = VarMap::new();
     let model = Dit::new(cfg.model, VarBuilder::from_varmap(&varmap, DType::F32, device))?;
     let mut opt = Optimizer::new(cfg.optim, ParamSet::all(&varmap))?;
-    let ckpt = Checkpointer::new(run_dir.join("checkpoints"), cfg.keep_last)?;
-    let (latest, rejected) = ckpt.latest_valid()?;
-    for (dir, err) in &rejected {
-        eprintln!("warning: skipping checkpoint {}: {err}", dir.display());
-    }
-    let metrics_path = run_dir.join("metrics.jsonl");
-    let (first, mut log) = match latest {
-        Some(dir) => {
-            let meta = Checkpointer::load(&dir, &mut opt)?;
-            eprintln!("resuming from {} (step {})", dir.display(), meta.step);
-            (meta.step, MetricsWriter::open(&metrics_path, Some(meta.metrics_cursor))?)
-        }
-        None => (0, MetricsWriter::create(&metrics_path)?),
-    };
-    let progress = Progress::new(cfg.steps, "pretrain flow");
+    let (mut run, _) =
+        Run::open(run_dir, cfg.run_settings(), config_text, "pretrain flow", "step", &mut opt)?;
     let key = RngKey::new(cfg.seed);
     let mut tail = TailMean::last_tenth_of(cfg.steps);
-    let mut last = first;
-    for step in first..cfg.steps {
+    for step in run.steps() {
         let (x0, ids) = data(step, cfg.batch)?;
         let rows: Vec<u64> = (0..cfg.batch as u64).collect();
         let loss = flow_matching_loss(&model, &x0, &ids, &cfg.loss, key.step(step), &rows)?;
@@ -140,48 +132,31 @@ pub fn pretrain_flow(
         let grads = Grads::from_store(&loss.backward()?, opt.params(), 1.0)?;
         let report = opt.step(value, grads)?;
         if let Some(reason) = report.skipped {
-            progress.println(&format!("step {step}: skipped ({reason:?})"));
+            run.println(&format!("step {step}: skipped ({reason:?})"));
         }
-        log.log(
+        run.log(
             step,
             &[("loss/total", value), ("grad/norm", report.grad_norm), ("lr", report.lr)],
         )?;
         tail.push(value);
-        last = step + 1;
-        progress.update(step + 1, &[("loss", value)]);
-        let out_of_time = budget.stops_run(step + 1, cfg.steps);
-        if (step + 1) % cfg.checkpoint_every.max(1) == 0 || step + 1 == cfg.steps || out_of_time {
-            let meta = CheckpointMeta {
-                step: step + 1,
-                seed: cfg.seed,
-                config: config_text.to_string(),
-                metrics_cursor: log.cursor(),
-                extra: serde_json::Value::Null,
-                optimizer_step: 0,
-                skipped_steps: 0,
-            };
-            ckpt.save(&opt, &meta)?;
-        }
-        if out_of_time {
-            progress.println(&budget.stop_line("step", step + 1, cfg.steps));
+        let end = run.end_of(step);
+        if run.close_step(step, end, &opt, &[("loss", value)])?.is_break() {
             break;
         }
     }
-    progress.finish();
     let weights = match opt.ema() {
         Some(ema) => ema.weights().clone(),
         None => opt.params().snapshot()?,
     };
     let model_dir = run_dir.join("model");
     save_dit(&model_dir, &cfg.model, &weights)?;
-    let curves = run_dir.join("curves.png");
-    plot_metrics(&metrics_path, &["loss/total", "grad/norm"], &curves)?;
+    let finished = run.finish(&["loss/total", "grad/norm"])?;
     Ok(PretrainReport {
         model_dir,
-        steps: last,
-        metrics: metrics_path,
-        curves,
+        steps: finished.steps,
+        metrics: finished.metrics,
+        curves: finished.curves,
         final_loss: tail.mean(),
-        seconds: start.elapsed().as_secs_f64(),
+        seconds: finished.seconds,
     })
 }

@@ -216,6 +216,18 @@ pub struct ResolvedConfig {
 }
 
 impl DllmGrpoConfig {
+    /// The run skeleton's settings.
+    pub fn run_settings(&self) -> drift_core::train::RunSettings {
+        drift_core::train::RunSettings {
+            steps: self.steps,
+            seed: self.seed,
+            checkpoint_every: self.checkpoint_every,
+            keep_last: self.keep_last,
+            max_seconds: self.max_seconds,
+            eval_every: self.eval_every,
+        }
+    }
+
     /// Fills the unset fields from the recipe and checks every value, naming the field at fault.
     pub fn resolved(&self) -> Result<ResolvedConfig> {
         let r = self.recipe.parts(self.decode.gen_length);

@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use candle_core::Device;
-use drift_core::metrics::{plot_metrics, MetricsWriter, Progress};
-use drift_core::train::{CheckpointMeta, Checkpointer, Optimizer, ParamSet, TimeBudget};
+use drift_core::metrics::mean_std;
+use drift_core::train::{write_json, Optimizer, ParamSet, Resumed, Run};
 use serde::{Deserialize, Serialize};
 
 use super::config::{DllmGrpoConfig, ResolvedConfig};
@@ -71,8 +71,8 @@ fn run_eval<T: TextTask>(m: &Models, task: &T, cfg: &DllmGrpoConfig) -> Result<E
     Ok(evaluate(&m.view, task, &items, &cfg.decode, cfg.eval_steps, 32)?.0)
 }
 
-fn log_eval(log: &mut MetricsWriter, step: u64, r: &EvalReport) -> Result<()> {
-    Ok(log.log(step, &[("eval/pass_rate", r.pass_rate), ("eval/reward_mean", r.reward_mean)])?)
+fn log_eval(run: &mut Run, step: u64, r: &EvalReport) -> Result<()> {
+    Ok(run.log(step, &[("eval/pass_rate", r.pass_rate), ("eval/reward_mean", r.reward_mean)])?)
 }
 
 /// Runs the recipe of `cfg` on `task` into `run_dir` (resuming from its newest valid
@@ -85,86 +85,59 @@ pub fn train_dllm_grpo<T: TextTask>(
     device: &Device,
 ) -> Result<DllmGrpoReport> {
     let rc = cfg.resolved()?;
-    let start = Instant::now();
-    let budget = TimeBudget::new(cfg.max_seconds, "max_seconds")?;
-    std::fs::create_dir_all(run_dir).map_err(|e| io_err(run_dir, e))?;
     let mut m = load_models(cfg, device)?;
-    let ckpt = Checkpointer::new(run_dir.join("checkpoints"), cfg.keep_last)?;
-    let (latest, rejected) = ckpt.latest_valid()?;
-    for (dir, err) in &rejected {
-        eprintln!("warning: skipping checkpoint {}: {err}", dir.display());
-    }
-    let metrics_path = run_dir.join("metrics.jsonl");
-    let (first, mut log, base) = match latest {
-        Some(dir) => {
-            let meta = Checkpointer::load(&dir, &mut m.opt)?;
-            eprintln!("resuming from {} (iteration {})", dir.display(), meta.step);
+    let label = format!("{:?}", cfg.recipe).to_lowercase();
+    let (mut run, resumed) =
+        Run::open(run_dir, cfg.run_settings(), config_text, &label, "iteration", &mut m.opt)?;
+    let base = match resumed {
+        Resumed::From { dir, meta } => {
             if cfg.ref_refresh_every > 0 {
                 // The reference of a refreshing run is the policy at the last refresh; a
                 // checkpoint falls on a refresh only when the periods agree.
                 m.reference = m.policy.frozen_copy()?;
             }
-            let base: EvalReport = serde_json::from_value(meta.extra.clone())
-                .map_err(|e| io_err(&dir, format!("no base evaluation in the checkpoint: {e}")))?;
-            (meta.step, MetricsWriter::open(&metrics_path, Some(meta.metrics_cursor))?, base)
+            serde_json::from_value(meta.extra)
+                .map_err(|e| io_err(&dir, format!("no base evaluation in the checkpoint: {e}")))?
         }
-        None => {
-            let mut log = MetricsWriter::create(&metrics_path)?;
+        Resumed::Fresh => {
             let base = run_eval(&m, task, cfg)?;
-            log_eval(&mut log, 0, &base)?;
-            (0, log, base)
+            log_eval(&mut run, 0, &base)?;
+            base
         }
     };
-    let progress = Progress::new(cfg.steps, &format!("{:?}", cfg.recipe).to_lowercase());
+    run.set_extra(serde_json::to_value(base).map_err(|e| io_err(run_dir, e))?);
     let mut last_eval = base;
-    let mut last = first;
-    for step in first..cfg.steps {
-        iteration(&mut m, task, &rc, step, &mut log, &progress, last_eval.pass_rate)?;
-        last = step + 1;
-        let out_of_time = budget.stops_run(step + 1, cfg.steps);
-        let done = step + 1 == cfg.steps || out_of_time;
-        if !done && cfg.eval_every > 0 && (step + 1) % cfg.eval_every == 0 {
+    for step in run.steps() {
+        let figures = iteration(&mut m, task, &rc, step, &mut run)?;
+        let end = run.end_of(step);
+        if end.eval_due {
             last_eval = run_eval(&m, task, cfg)?;
-            log_eval(&mut log, step + 1, &last_eval)?;
+            log_eval(&mut run, step + 1, &last_eval)?;
         }
         if cfg.ref_refresh_every > 0 && (step + 1) % cfg.ref_refresh_every == 0 {
             m.reference = m.policy.frozen_copy()?;
         }
-        if (step + 1) % cfg.checkpoint_every.max(1) == 0 || done {
-            let meta = CheckpointMeta {
-                step: step + 1,
-                seed: cfg.seed,
-                config: config_text.to_string(),
-                metrics_cursor: log.cursor(),
-                extra: serde_json::to_value(base).map_err(|e| io_err(run_dir, e))?,
-                optimizer_step: 0,
-                skipped_steps: 0,
-            };
-            ckpt.save(&m.opt, &meta)?;
-        }
-        if out_of_time {
-            progress.println(&budget.stop_line("iteration", step + 1, cfg.steps));
+        let figures = [figures[0], figures[1], ("eval_pass", last_eval.pass_rate)];
+        if run.close_step(step, end, &m.opt, &figures)?.is_break() {
             break;
         }
     }
-    progress.finish();
     let trained = run_eval(&m, task, cfg)?;
-    log_eval(&mut log, last, &trained)?;
-    let curves = run_dir.join("curves.png");
-    plot_metrics(&metrics_path, CURVE_KEYS, &curves)?;
+    let last = run.step();
+    log_eval(&mut run, last, &trained)?;
     let model_dir = run_dir.join("model");
     m.policy.save_pretrained(&model_dir)?;
+    let finished = run.finish(CURVE_KEYS)?;
     let report = DllmGrpoReport {
         base,
         trained,
-        metrics: metrics_path,
-        curves,
+        metrics: finished.metrics,
+        curves: finished.curves,
         model_dir,
-        steps: last,
-        seconds: start.elapsed().as_secs_f64(),
+        steps: finished.steps,
+        seconds: finished.seconds,
     };
-    let summary = serde_json::to_string_pretty(&report).map_err(|e| io_err(run_dir, e))?;
-    std::fs::write(run_dir.join("summary.json"), summary).map_err(|e| io_err(run_dir, e))?;
+    write_json(&run_dir.join("summary.json"), &report)?;
     Ok(report)
 }
 
@@ -174,10 +147,8 @@ fn iteration<T: TextTask>(
     task: &T,
     rc: &ResolvedConfig,
     step: u64,
-    log: &mut MetricsWriter,
-    progress: &Progress,
-    eval_pass: f64,
-) -> Result<()> {
+    run: &mut Run,
+) -> Result<[(&'static str, f64); 2]> {
     let batch = sample_batch(&m.view, task, rc, step)?;
     let t_lp = Instant::now();
     let mu = rc.parts.inner_iterations;
@@ -201,7 +172,7 @@ fn iteration<T: TextTask>(
     for (it, old) in olds.iter().enumerate() {
         let r = update(&m.policy, &batch, old, refs.get(it), rc, step, it, &mut m.opt)?;
         if let Some(reason) = r.step.skipped {
-            progress.println(&format!("iteration {step}.{it}: update skipped ({reason:?})"));
+            run.println(&format!("iteration {step}.{it}: update skipped ({reason:?})"));
         }
         estimator_rows += r.forward_rows;
         reports.push(r);
@@ -209,8 +180,7 @@ fn iteration<T: TextTask>(
     let update_s = t_up.elapsed().as_secs_f64();
     let b = batch.len() as f64;
     let rewards: Vec<f64> = batch.scores.iter().map(|s| s.reward).collect();
-    let mean = rewards.iter().sum::<f64>() / b;
-    let std = (rewards.iter().map(|r| (r - mean).powi(2)).sum::<f64>() / b).sqrt();
+    let (mean, std) = mean_std(&rewards);
     let pass = batch.scores.iter().filter(|s| s.passed).count() as f64 / b;
     let failures = batch.scores.iter().filter(|s| s.failure.is_some()).count() as f64;
     let len = batch.completion.iter().map(|r| r.iter().filter(|&&c| c).count()).sum::<usize>();
@@ -235,7 +205,6 @@ fn iteration<T: TextTask>(
         ("ratio/first_update_max_dev", first_dev),
     ];
     values.extend(last.diagnostics.pairs());
-    log.log(step + 1, &values)?;
-    progress.update(step + 1, &[("reward", mean), ("pass", pass), ("eval_pass", eval_pass)]);
-    Ok(())
+    run.log(step + 1, &values)?;
+    Ok([("reward", mean), ("pass", pass)])
 }

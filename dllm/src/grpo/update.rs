@@ -4,7 +4,7 @@
 use candle_core::{DType, Tensor};
 use drift_core::loss::{policy_loss, Aggregation, LossDiagnostics, PolicyInputs, Reference};
 use drift_core::rng::RngKey;
-use drift_core::train::{Grads, Optimizer, StepReport};
+use drift_core::train::{Accumulator, Optimizer, StepReport};
 
 use super::config::ResolvedConfig;
 use super::rollout::RolloutBatch;
@@ -71,8 +71,7 @@ pub fn update<I>(
     let mask = batch.trajectory.completion_mask.to_dtype(DType::F32)?;
     let shares =
         micro_batch_weights(&batch.completion, cfg.given.micro_batch, cfg.parts.loss.aggregation);
-    let (mut grads, mut loss, mut stats, mut weights, mut rows) =
-        (None::<Grads>, None::<Tensor>, Vec::new(), Vec::new(), 0);
+    let (mut acc, mut rows) = (Accumulator::new(), 0);
     for (start, w) in (0..b).step_by(cfg.given.micro_batch).zip(shares) {
         let n = cfg.given.micro_batch.min(b - start);
         let ids = batch.ids(start, n)?;
@@ -88,23 +87,9 @@ pub fn update<I>(
             reference: reference.as_ref().map(Reference::LogProbs),
         };
         let out = policy_loss(&cfg.parts.loss, &inputs)?;
-        let g = Grads::from_store(&(&out.loss * w)?.backward()?, opt.params(), 1.0)?;
-        match grads.as_mut() {
-            Some(acc) => acc.accumulate(g)?,
-            None => grads = Some(g),
-        }
-        let l = (out.loss.detach() * w)?;
-        loss = Some(match loss {
-            Some(acc) => (acc + l)?,
-            None => l,
-        });
-        stats.push(out.stats);
-        weights.push(w);
+        acc.add(&out, w, opt.params())?;
     }
-    let loss = loss.expect("a non-empty batch").to_scalar::<f32>()?;
-    let diagnostics =
-        LossDiagnostics::combine(&Tensor::stack(&stats, 0)?.to_vec2::<f32>()?, &weights)?;
-    let step = opt.step(f64::from(loss), grads.expect("a non-empty batch"))?;
+    let (step, diagnostics) = acc.step(opt)?;
     Ok(UpdateReport { step, diagnostics, forward_rows: rows })
 }
 

@@ -212,6 +212,18 @@ fn bad(field: &'static str, value: impl ToString, expected: &str) -> FlowModelEr
 }
 
 impl FlowGrpoConfig {
+    /// The run skeleton's settings.
+    pub fn run_settings(&self) -> drift_core::train::RunSettings {
+        drift_core::train::RunSettings {
+            steps: self.steps,
+            seed: self.seed,
+            checkpoint_every: self.checkpoint_every,
+            keep_last: self.keep_last,
+            max_seconds: self.max_seconds,
+            eval_every: self.eval_every,
+        }
+    }
+
     /// Samples per rollout batch, `P · G`.
     pub fn batch_size(&self) -> usize {
         self.prompts_per_step * self.group_size

@@ -7,10 +7,8 @@ use std::time::Instant;
 
 use candle_core::Device;
 use candle_nn::VarBuilder;
-use drift_core::metrics::{plot_metrics, MetricsWriter, Progress};
-use drift_core::train::{
-    detached_view, CheckpointMeta, Checkpointer, Optimizer, ParamSet, TimeBudget,
-};
+use drift_core::metrics::mean_std;
+use drift_core::train::{detached_view, write_json, Optimizer, ParamSet, Resumed, Run};
 use drift_samplers::flow::Schedule;
 use serde::{Deserialize, Serialize};
 
@@ -108,7 +106,7 @@ fn spread<P: Clone>(all: &[P], k: usize) -> Vec<P> {
     (0..k).map(|i| all[i * all.len() / k].clone()).collect()
 }
 
-fn log_eval(log: &mut MetricsWriter, step: u64, r: &EvalReport) -> Result<()> {
+fn log_eval(run: &mut Run, step: u64, r: &EvalReport) -> Result<()> {
     let mut v = vec![
         ("eval/reward_mean", r.reward_mean),
         ("eval/jpeg_compressibility", r.jpeg_compressibility),
@@ -119,7 +117,7 @@ fn log_eval(log: &mut MetricsWriter, step: u64, r: &EvalReport) -> Result<()> {
     if let Some(d) = r.diversity {
         v.push(("eval/diversity", d));
     }
-    Ok(log.log(step, &v)?)
+    Ok(run.log(step, &v)?)
 }
 
 fn io_err(path: &Path, e: impl ToString) -> FlowModelError {
@@ -188,151 +186,129 @@ pub fn train_flow_grpo<T: ImageTask>(
     device: &Device,
 ) -> Result<FlowGrpoReport> {
     cfg.validate()?;
-    let start = Instant::now();
-    let budget = TimeBudget::new(cfg.max_seconds, "max_seconds")?;
-    std::fs::create_dir_all(run_dir.join("eval")).map_err(|e| io_err(run_dir, e))?;
     let mut m = load_models(cfg, device)?;
     let schedule = Schedule::new(&cfg.schedule)?;
-    let ckpt = Checkpointer::new(run_dir.join("checkpoints"), cfg.keep_last)?;
-    let (latest, rejected) = ckpt.latest_valid()?;
-    for (dir, err) in &rejected {
-        eprintln!("warning: skipping checkpoint {}: {err}", dir.display());
-    }
-    let metrics_path = run_dir.join("metrics.jsonl");
-    let base_path = run_dir.join("base_eval.json");
+    let (mut run, resumed) =
+        Run::open(run_dir, cfg.run_settings(), config_text, "flow-grpo", "iteration", &mut m.opt)?;
+    std::fs::create_dir_all(run_dir.join("eval")).map_err(|e| io_err(run_dir, e))?;
     let grid_before = run_dir.join("eval/before.png");
-    let (first, mut log, base) = match latest {
-        Some(dir) => {
-            let meta = Checkpointer::load(&dir, &mut m.opt)?;
-            eprintln!("resuming from {} (iteration {})", dir.display(), meta.step);
-            let base: EvalReport = serde_json::from_value(meta.extra.clone())
-                .map_err(|e| io_err(&dir, format!("no base evaluation in the checkpoint: {e}")))?;
-            (meta.step, MetricsWriter::open(&metrics_path, Some(meta.metrics_cursor))?, base)
-        }
-        None => {
-            let mut log = MetricsWriter::create(&metrics_path)?;
+    let base = match resumed {
+        Resumed::From { dir, meta } => serde_json::from_value(meta.extra)
+            .map_err(|e| io_err(&dir, format!("no base evaluation in the checkpoint: {e}")))?,
+        Resumed::Fresh => {
             let _ = std::fs::remove_file(run_dir.join("prompts.jsonl"));
             let base = evaluate_policy(&m, task, reward, cfg, None, &grid_before, true)?;
-            std::fs::write(&base_path, serde_json::to_string_pretty(&base).unwrap_or_default())
-                .map_err(|e| io_err(&base_path, e))?;
-            log_eval(&mut log, 0, &base)?;
-            (0, log, base)
+            write_json(&run_dir.join("base_eval.json"), &base)?;
+            log_eval(&mut run, 0, &base)?;
+            base
         }
     };
-    let progress = Progress::new(cfg.steps, "flow-grpo");
+    run.set_extra(serde_json::to_value(&base).map_err(|e| io_err(run_dir, e))?);
     let mut last_eval = base.clone();
-    let mut last = first;
-    for step in first..cfg.steps {
+    for step in run.steps() {
         // Rollouts run on the tracked policy: the same kernels as the update, so the first
         // update's ratio is exactly 1 (the fused inference kernels differ in the last bits).
         let batch = sample_batch(&m.policy, task, reward, cfg, &schedule, step)?;
-        let t_update = Instant::now();
-        let b = batch.len();
-        let per_update = b.div_ceil(cfg.updates_per_batch);
-        let per_call = if cfg.guidance != 1.0 { 2 } else { 1 };
-        let (mut diag, mut report, mut calls, mut images) = (Vec::new(), None, 0, 0);
-        for _ in 0..cfg.inner_epochs {
-            for u in 0..cfg.updates_per_batch {
-                let rows: Vec<usize> = (u * per_update..((u + 1) * per_update).min(b)).collect();
-                let r = update(&m.policy, &m.reference, &batch, &rows, cfg, &schedule, &mut m.opt)?;
-                if let Some(reason) = r.step.skipped {
-                    progress.println(&format!(
-                        "iteration {step}: update skipped ({reason:?}); weights unchanged"
-                    ));
-                }
-                calls += r.forward_calls;
-                images += r.image_evaluations;
-                diag.push(r.diagnostics);
-                report = Some(r.step);
-            }
-        }
-        let update_s = t_update.elapsed().as_secs_f64();
-        let rewards = batch.rewards();
-        let mean = rewards.iter().sum::<f64>() / b as f64;
-        let std = (rewards.iter().map(|r| (r - mean).powi(2)).sum::<f64>() / b as f64).sqrt();
-        let strict = batch.strict.iter().filter(|s| **s == Some(true)).count() as f64 / b as f64;
-        let failures = batch.outcomes.iter().filter(|o| !o.is_ok()).count();
-        let report = report.expect("at least one update");
-        let first_dev = (diag[0].ratio_min - 1.0).abs().max((diag[0].ratio_max - 1.0).abs());
-        let d = *diag.last().expect("at least one update");
-        let mut values: Vec<(&str, f64)> = vec![
-            ("reward/mean", mean),
-            ("reward/std", std),
-            ("reward/failures", failures as f64),
-            ("train/strict", strict),
-            ("groups/degenerate_frac", batch.degenerate_frac),
-            ("diversity/group_pixel_std", group_pixel_std(&batch, cfg.group_size)),
-            ("grad/norm", report.grad_norm),
-            ("lr", report.lr),
-            ("update/applied", f64::from(u8::from(report.applied))),
-            ("time/rollout_s", batch.rollout_seconds - batch.reward_seconds),
-            ("time/reward_s", batch.reward_seconds),
-            ("time/update_s", update_s),
-            ("evals/rollout_calls", batch.rollout.evaluations as f64),
-            ("evals/update_calls", calls as f64),
-            ("evals/rollout_images", (b * cfg.schedule.steps * per_call) as f64),
-            ("evals/update_images", images as f64),
-            ("ratio/first_update_max_dev", first_dev),
-        ];
-        values.extend(d.pairs());
-        log.log(step + 1, &values)?;
+        let (values, figures) = update_and_measure(&mut m, &batch, cfg, &schedule, &run, step)?;
+        run.log(step + 1, &values)?;
         write_prompt_stats(&run_dir.join("prompts.jsonl"), step + 1, task, &batch, cfg.group_size)?;
-        last = step + 1;
-        let out_of_time = budget.stops_run(step + 1, cfg.steps);
-        let done = step + 1 == cfg.steps || out_of_time;
-        if !done && cfg.eval_every > 0 && (step + 1) % cfg.eval_every == 0 {
+        let end = run.end_of(step);
+        if end.eval_due {
             let grid = run_dir.join(format!("eval/step-{:05}.png", step + 1));
             last_eval =
                 evaluate_policy(&m, task, reward, cfg, Some(cfg.eval_prompts), &grid, false)?;
-            log_eval(&mut log, step + 1, &last_eval)?;
+            log_eval(&mut run, step + 1, &last_eval)?;
         }
-        let mut figures = vec![("reward", mean), ("strict", strict)];
+        let mut figures = figures.to_vec();
         if let Some(s) = last_eval.strict {
             figures.push(("eval_strict", s));
         }
-        progress.update(step + 1, &figures);
-        if done || (step + 1) % cfg.checkpoint_every.max(1) == 0 {
-            let meta = CheckpointMeta {
-                step: step + 1,
-                seed: cfg.seed,
-                config: config_text.to_string(),
-                metrics_cursor: log.cursor(),
-                extra: serde_json::to_value(&base).unwrap_or_default(),
-                optimizer_step: 0,
-                skipped_steps: 0,
-            };
-            ckpt.save(&m.opt, &meta)?;
-        }
-        if out_of_time {
-            progress.println(&budget.stop_line("iteration", step + 1, cfg.steps));
+        if run.close_step(step, end, &m.opt, &figures)?.is_break() {
             break;
         }
     }
-    progress.finish();
     let grid_after = run_dir.join("eval/after.png");
     let trained = evaluate_policy(&m, task, reward, cfg, None, &grid_after, true)?;
-    log_eval(&mut log, last, &trained)?;
+    let last = run.step();
+    log_eval(&mut run, last, &trained)?;
     let weights = match m.opt.ema() {
         Some(ema) => ema.weights().clone(),
         None => m.opt.params().snapshot()?,
     };
     let model_dir = run_dir.join("model");
     save_dit(&model_dir, m.policy.config(), &weights)?;
-    let curves = run_dir.join("curves.png");
-    plot_metrics(&metrics_path, CURVE_KEYS, &curves)?;
+    let finished = run.finish(CURVE_KEYS)?;
     let report = FlowGrpoReport {
         base,
         trained,
-        metrics: metrics_path,
-        curves,
+        metrics: finished.metrics,
+        curves: finished.curves,
         grid_before,
         grid_after,
         model_dir,
-        steps: last,
-        seconds: start.elapsed().as_secs_f64(),
+        steps: finished.steps,
+        seconds: finished.seconds,
     };
-    let summary = run_dir.join("summary.json");
-    std::fs::write(&summary, serde_json::to_string_pretty(&report).unwrap_or_default())
-        .map_err(|e| io_err(&summary, e))?;
+    write_json(&run_dir.join("summary.json"), &report)?;
     Ok(report)
+}
+
+/// The updates of one iteration on `batch` (`updates_per_batch` mini-batches, `inner_epochs`
+/// times), and its metrics line and progress figures.
+fn update_and_measure<P>(
+    m: &mut Models,
+    batch: &RolloutBatch<P>,
+    cfg: &FlowGrpoConfig,
+    schedule: &Schedule,
+    run: &Run,
+    step: u64,
+) -> Result<(Vec<(&'static str, f64)>, [(&'static str, f64); 2])> {
+    let t_update = Instant::now();
+    let b = batch.len();
+    let per_update = b.div_ceil(cfg.updates_per_batch);
+    let per_call = if cfg.guidance != 1.0 { 2 } else { 1 };
+    let (mut diag, mut report, mut calls, mut images) = (Vec::new(), None, 0, 0);
+    for _ in 0..cfg.inner_epochs {
+        for u in 0..cfg.updates_per_batch {
+            let rows: Vec<usize> = (u * per_update..((u + 1) * per_update).min(b)).collect();
+            let r = update(&m.policy, &m.reference, batch, &rows, cfg, schedule, &mut m.opt)?;
+            if let Some(reason) = r.step.skipped {
+                run.println(&format!(
+                    "iteration {step}: update skipped ({reason:?}); weights unchanged"
+                ));
+            }
+            calls += r.forward_calls;
+            images += r.image_evaluations;
+            diag.push(r.diagnostics);
+            report = Some(r.step);
+        }
+    }
+    let update_s = t_update.elapsed().as_secs_f64();
+    let (mean, std) = mean_std(&batch.rewards());
+    let strict = batch.strict.iter().filter(|s| **s == Some(true)).count() as f64 / b as f64;
+    let failures = batch.outcomes.iter().filter(|o| !o.is_ok()).count();
+    let report = report.expect("at least one update");
+    let first_dev = (diag[0].ratio_min - 1.0).abs().max((diag[0].ratio_max - 1.0).abs());
+    let d = *diag.last().expect("at least one update");
+    let mut values: Vec<(&'static str, f64)> = vec![
+        ("reward/mean", mean),
+        ("reward/std", std),
+        ("reward/failures", failures as f64),
+        ("train/strict", strict),
+        ("groups/degenerate_frac", batch.degenerate_frac),
+        ("diversity/group_pixel_std", group_pixel_std(batch, cfg.group_size)),
+        ("grad/norm", report.grad_norm),
+        ("lr", report.lr),
+        ("update/applied", f64::from(u8::from(report.applied))),
+        ("time/rollout_s", batch.rollout_seconds - batch.reward_seconds),
+        ("time/reward_s", batch.reward_seconds),
+        ("time/update_s", update_s),
+        ("evals/rollout_calls", batch.rollout.evaluations as f64),
+        ("evals/update_calls", calls as f64),
+        ("evals/rollout_images", (b * cfg.schedule.steps * per_call) as f64),
+        ("evals/update_images", images as f64),
+        ("ratio/first_update_max_dev", first_dev),
+    ];
+    values.extend(d.pairs());
+    Ok((values, [("reward", mean), ("strict", strict)]))
 }

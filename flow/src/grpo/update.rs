@@ -2,8 +2,10 @@
 //! frozen reference, accumulated over micro-batches, then one optimizer step.
 
 use candle_core::{DType, Tensor};
-use drift_core::loss::{gaussian_mean_kl, policy_loss, LossDiagnostics, PolicyInputs, Reference};
-use drift_core::train::{Grads, Optimizer, StepReport};
+use drift_core::loss::{
+    gaussian_mean_kl, policy_loss, LossDiagnostics, PolicyInputs, PolicyLoss, Reference,
+};
+use drift_core::train::{Accumulator, Optimizer, StepReport};
 use drift_samplers::flow::{transitions_log_prob, Guidance, Schedule};
 
 use super::config::{FlowGrpoConfig, KlStd};
@@ -32,9 +34,7 @@ pub fn trained_transitions(cfg: &FlowGrpoConfig, stochastic: &[bool]) -> Vec<usi
     (0..cfg.trained_steps()).filter(|&i| stochastic.get(i).copied().unwrap_or(false)).collect()
 }
 
-/// The loss-and-gradient of samples `rows` of `batch` (one micro-batch): returns the
-/// gradients scaled by `weight`, the loss value tensor and the stats tensor.
-#[allow(clippy::too_many_arguments)] // the parts of one micro-batch pass
+/// The policy loss of samples `rows` of `batch` (one micro-batch).
 fn micro_batch(
     policy: &Dit,
     reference: &Dit,
@@ -43,9 +43,7 @@ fn micro_batch(
     steps: &[usize],
     cfg: &FlowGrpoConfig,
     schedule: &Schedule,
-    opt: &Optimizer,
-    weight: f64,
-) -> Result<(Grads, Tensor, Tensor)> {
+) -> Result<PolicyLoss> {
     let dev = policy.device();
     let idx =
         Tensor::from_vec(rows.iter().map(|&r| r as u32).collect::<Vec<_>>(), rows.len(), dev)?;
@@ -104,9 +102,7 @@ fn micro_batch(
         advantages: &adv,
         reference: kl.as_ref().map(Reference::Kl),
     };
-    let out = policy_loss(&cfg.loss, &inputs)?;
-    let grads = Grads::from_store(&(&out.loss * weight)?.backward()?, opt.params(), 1.0)?;
-    Ok((grads, (out.loss.detach() * weight)?, out.stats))
+    Ok(policy_loss(&cfg.loss, &inputs)?)
 }
 
 /// Trains on samples `rows` of `batch`: micro-batches of `cfg.micro_batch` samples, each
@@ -147,28 +143,13 @@ pub fn update(
             image_evaluations: 0,
         });
     }
-    let (mut grads, mut loss, mut stats, mut weights) =
-        (None::<Grads>, None::<Tensor>, Vec::new(), Vec::new());
+    let mut acc = Accumulator::new();
     let chunks: Vec<&[usize]> = rows.chunks(cfg.micro_batch).collect();
     for chunk in &chunks {
-        let w = chunk.len() as f64 / rows.len() as f64;
-        let (g, l, s) =
-            micro_batch(policy, reference, batch, chunk, &steps, cfg, schedule, opt, w)?;
-        match grads.as_mut() {
-            Some(acc) => acc.accumulate(g)?,
-            None => grads = Some(g),
-        }
-        loss = Some(match loss {
-            Some(acc) => (acc + l)?,
-            None => l,
-        });
-        stats.push(s);
-        weights.push(w);
+        let out = micro_batch(policy, reference, batch, chunk, &steps, cfg, schedule)?;
+        acc.add(&out, chunk.len() as f64 / rows.len() as f64, opt.params())?;
     }
-    let loss = loss.expect("at least one micro-batch").to_scalar::<f32>()?;
-    let diagnostics =
-        LossDiagnostics::combine(&Tensor::stack(&stats, 0)?.to_vec2::<f32>()?, &weights)?;
-    let step = opt.step(f64::from(loss), grads.expect("at least one micro-batch"))?;
+    let (step, diagnostics) = acc.step(opt)?;
     let passes = if cfg.stack_steps { 1 } else { steps.len() };
     // The policy's pass, and the reference's when there is a KL term.
     let models = if cfg.loss.kl.is_some() { 2 } else { 1 };

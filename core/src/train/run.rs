@@ -1,0 +1,245 @@
+//! The run skeleton every training loop shares: a run directory with its checkpoints, metrics
+//! file, wall-clock budget and progress line; resume from the newest valid checkpoint; the
+//! end-of-step bookkeeping (evaluation due, checkpoint, budget stop); and the finish.
+//!
+//! A loop reads top to bottom (docs/architecture.md §3):
+//!
+//! ```text
+//! let (mut run, resumed) = Run::open(dir, settings, config_text, &mut opt)?;
+//! for step in run.steps() {
+//!     …rollout → reward → advantages → update; run.log(step + 1, &values)?;
+//!     let end = run.end_of(step);
+//!     if end.eval_due { …evaluate; run.log(step + 1, &eval)?; }
+//!     if run.close_step(step, end, &opt, &figures)?.is_break() { break; }
+//! }
+//! let finished = run.finish(&curve_keys)?;
+//! ```
+//!
+//! Nothing here knows a model family: the trainer owns its models, its update and its
+//! evaluation; the run owns only files, clock and step counting.
+
+use std::ops::{ControlFlow, Range};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use serde::Serialize;
+
+use super::budget::TimeBudget;
+use super::checkpoint::{CheckpointMeta, Checkpointer};
+use super::optimizer::Optimizer;
+use crate::error::{io_err, Result};
+use crate::metrics::{plot_metrics, MetricsWriter, Progress};
+
+/// The settings every run config carries (with these names, at its top level).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RunSettings {
+    /// Steps (optimizer steps for pretraining, rollout iterations for RL) the run ends at.
+    pub steps: u64,
+    /// Seed of every draw; stored in each checkpoint.
+    pub seed: u64,
+    /// Checkpoint every this many steps (0 is read as 1); the last step is always saved.
+    pub checkpoint_every: u64,
+    /// Checkpoints kept on disk.
+    pub keep_last: usize,
+    /// Wall-clock budget of one invocation, seconds; `None` never runs out.
+    pub max_seconds: Option<f64>,
+    /// Intermediate evaluation every this many steps (0 = none; never at the last step, which
+    /// the trainer evaluates in full).
+    pub eval_every: u64,
+}
+
+/// How a run started.
+#[derive(Debug, Clone)]
+pub enum Resumed {
+    /// No valid checkpoint: the run starts at step 0.
+    Fresh,
+    /// From this checkpoint, whose weights and optimizer state are loaded.
+    From {
+        /// The checkpoint directory.
+        dir: PathBuf,
+        /// Its metadata (step, trainer state in `extra`).
+        meta: CheckpointMeta,
+    },
+}
+
+/// What is due at the end of a step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StepEnd {
+    /// The run ends after this step (`steps` reached or the budget spent).
+    pub last: bool,
+    /// The budget is spent with steps remaining.
+    pub out_of_time: bool,
+    /// An intermediate evaluation is due (`eval_every` divides the step; not the last).
+    pub eval_due: bool,
+}
+
+/// What a finished run reports.
+#[derive(Debug, Clone)]
+pub struct Finished {
+    /// The step the run ended at: `steps`, or fewer when `max_seconds` ran out.
+    pub steps: u64,
+    /// Wall time of this invocation, seconds.
+    pub seconds: f64,
+    /// The metrics file.
+    pub metrics: PathBuf,
+    /// Its curves (`curves.png`).
+    pub curves: PathBuf,
+}
+
+/// One training run in a directory: `checkpoints/`, `metrics.jsonl`, `curves.png`.
+#[derive(Debug)]
+pub struct Run {
+    settings: RunSettings,
+    config_text: String,
+    dir: PathBuf,
+    unit: &'static str,
+    checkpointer: Checkpointer,
+    log: MetricsWriter,
+    budget: TimeBudget,
+    progress: Progress,
+    start: Instant,
+    first: u64,
+    last: u64,
+    extra: serde_json::Value,
+}
+
+impl Run {
+    /// Opens the run in `dir` (created if missing): resumes from the newest valid checkpoint
+    /// into `opt` (warning about each rejected one), truncating the metrics file at its cursor,
+    /// or starts a fresh metrics file. `label` names the progress line, `unit` the step in
+    /// messages ("step", "iteration").
+    pub fn open(
+        dir: &Path,
+        settings: RunSettings,
+        config_text: &str,
+        label: &str,
+        unit: &'static str,
+        opt: &mut Optimizer,
+    ) -> Result<(Self, Resumed)> {
+        let start = Instant::now();
+        let budget = TimeBudget::new(settings.max_seconds, "max_seconds")?;
+        std::fs::create_dir_all(dir).map_err(io_err(dir))?;
+        let checkpointer = Checkpointer::new(dir.join("checkpoints"), settings.keep_last)?;
+        let (latest, rejected) = checkpointer.latest_valid()?;
+        for (d, err) in &rejected {
+            eprintln!("warning: skipping checkpoint {}: {err}", d.display());
+        }
+        let metrics = dir.join("metrics.jsonl");
+        let (first, log, resumed) = match latest {
+            Some(d) => {
+                let meta = Checkpointer::load(&d, opt)?;
+                eprintln!("resuming from {} ({unit} {})", d.display(), meta.step);
+                let log = MetricsWriter::open(&metrics, Some(meta.metrics_cursor))?;
+                (meta.step, log, Resumed::From { dir: d, meta })
+            }
+            None => (0, MetricsWriter::create(&metrics)?, Resumed::Fresh),
+        };
+        let run = Self {
+            settings,
+            config_text: config_text.to_string(),
+            dir: dir.to_path_buf(),
+            unit,
+            checkpointer,
+            log,
+            budget,
+            progress: Progress::new(settings.steps, label),
+            start,
+            first,
+            last: first,
+            extra: serde_json::Value::Null,
+        };
+        Ok((run, resumed))
+    }
+
+    /// The steps this invocation runs: from the resumed step to `steps`.
+    pub fn steps(&self) -> Range<u64> {
+        self.first..self.settings.steps
+    }
+
+    /// The run directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The trainer state stored in every checkpoint's `extra` (e.g. the base evaluation).
+    pub fn set_extra(&mut self, extra: serde_json::Value) {
+        self.extra = extra;
+    }
+
+    /// Appends one metrics line at `step`.
+    pub fn log(&mut self, step: u64, values: &[(&str, f64)]) -> Result<()> {
+        self.log.log(step, values)
+    }
+
+    /// Prints a line above the progress display.
+    pub fn println(&self, line: &str) {
+        self.progress.println(line);
+    }
+
+    /// What is due after step `step` (0-based) has run.
+    pub fn end_of(&self, step: u64) -> StepEnd {
+        let done = step + 1;
+        let out_of_time = self.budget.stops_run(done, self.settings.steps);
+        let last = done == self.settings.steps || out_of_time;
+        let every = self.settings.eval_every;
+        StepEnd { last, out_of_time, eval_due: !last && every > 0 && done % every == 0 }
+    }
+
+    /// Closes step `step`: shows `figures` on the progress line, checkpoints `opt` when due
+    /// (every `checkpoint_every` steps and at the last one) and says whether to go on.
+    pub fn close_step(
+        &mut self,
+        step: u64,
+        end: StepEnd,
+        opt: &Optimizer,
+        figures: &[(&str, f64)],
+    ) -> Result<ControlFlow<()>> {
+        let done = step + 1;
+        self.last = done;
+        self.progress.update(done, figures);
+        if end.last || done % self.settings.checkpoint_every.max(1) == 0 {
+            let meta = CheckpointMeta {
+                step: done,
+                seed: self.settings.seed,
+                config: self.config_text.clone(),
+                metrics_cursor: self.log.cursor(),
+                extra: self.extra.clone(),
+                optimizer_step: 0,
+                skipped_steps: 0,
+            };
+            self.checkpointer.save(opt, &meta)?;
+        }
+        if end.out_of_time {
+            self.progress.println(&self.budget.stop_line(self.unit, done, self.settings.steps));
+        }
+        Ok(if end.last { ControlFlow::Break(()) } else { ControlFlow::Continue(()) })
+    }
+
+    /// The step the run has reached.
+    pub fn step(&self) -> u64 {
+        self.last
+    }
+
+    /// Ends the progress display and draws `curve_keys` of the metrics into `curves.png`.
+    pub fn finish(self, curve_keys: &[&str]) -> Result<Finished> {
+        self.progress.finish();
+        let metrics = self.log.path().to_path_buf();
+        let curves = self.dir.join("curves.png");
+        plot_metrics(&metrics, curve_keys, &curves)?;
+        Ok(Finished {
+            steps: self.last,
+            seconds: self.start.elapsed().as_secs_f64(),
+            metrics,
+            curves,
+        })
+    }
+}
+
+/// Writes `value` as pretty JSON to `path` (a run's `summary.json`, a base evaluation).
+pub fn write_json(path: &Path, value: &impl Serialize) -> Result<()> {
+    let text = serde_json::to_string_pretty(value).map_err(|e| crate::error::CoreError::Io {
+        path: path.to_path_buf(),
+        source: std::io::Error::other(e.to_string()),
+    })?;
+    std::fs::write(path, text).map_err(io_err(path))
+}
