@@ -9,7 +9,7 @@ use drift_core::metrics::{plot_metrics, read_metrics, MetricsWriter};
 use drift_core::rng::RngKey;
 use drift_core::train::{
     verify, AdamWConfig, CheckpointMeta, Checkpointer, EmaConfig, Grads, LrSchedule, OptimConfig,
-    Optimizer, ParamSet, SkipReason,
+    Optimizer, ParamSet, Resumed, Run, RunSettings, SkipReason,
 };
 
 const DIM: usize = 8;
@@ -346,4 +346,86 @@ fn metrics_resume_truncates_to_the_checkpoint_cursor() {
     assert_eq!(steps, vec![0, 1]);
     assert_eq!(rows[1]["a"].as_f64(), Some(2.0));
     assert!(MetricsWriter::open(&path, Some(10_000)).is_err());
+}
+
+/// Runs the regression on the run skeleton in `dir` up to `steps`, the way every trainer's
+/// loop is written; returns how it started.
+fn skeleton_run(dir: &Path, m: &Model, steps: u64, max_seconds: Option<f64>) -> (Resumed, u64) {
+    let settings = RunSettings {
+        steps,
+        seed: 7,
+        checkpoint_every: 4,
+        keep_last: 2,
+        max_seconds,
+        eval_every: 2,
+    };
+    let mut opt = Optimizer::new(optim_cfg(), ParamSet::all(&m.varmap)).unwrap();
+    let (mut run, resumed) =
+        Run::open(dir, settings, "lr = 0.05", "test", "step", &mut opt).unwrap();
+    run.set_extra(serde_json::json!({"base": 0.25}));
+    for step in run.steps() {
+        let loss = train(m, &mut opt, step, 1, 7)[0];
+        run.log(step + 1, &[("loss", loss)]).unwrap();
+        let end = run.end_of(step);
+        // Intermediate evaluations every 2 steps, never at the last one.
+        assert_eq!(end.eval_due, !end.last && (step + 1) % 2 == 0, "step {step}");
+        if end.eval_due {
+            run.log(step + 1, &[("eval", 1.0)]).unwrap();
+        }
+        if run.close_step(step, end, &opt, &[("loss", loss)]).unwrap().is_break() {
+            break;
+        }
+    }
+    let reached = run.step();
+    let finished = run.finish(&["loss"]).unwrap();
+    assert_eq!(finished.steps, reached);
+    assert!(finished.curves.exists());
+    (resumed, reached)
+}
+
+#[test]
+fn the_run_skeleton_resumes_bit_identically_and_stops_on_its_budget() {
+    let (a_dir, b_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let a = model();
+    let (resumed, reached) = skeleton_run(a_dir.path(), &a, 7, None);
+    assert!(matches!(resumed, Resumed::Fresh));
+    assert_eq!(reached, 7);
+    // Interrupted at 3 (the last step is checkpointed although 3 is not a multiple of 4),
+    // then resumed to 7 by a fresh process with fresh weights.
+    skeleton_run(b_dir.path(), &model(), 3, None);
+    let b = model();
+    let (resumed, reached) = skeleton_run(b_dir.path(), &b, 7, None);
+    match resumed {
+        Resumed::From { meta, .. } => {
+            assert_eq!((meta.step, meta.seed), (3, 7));
+            assert_eq!(meta.extra, serde_json::json!({"base": 0.25}));
+        }
+        Resumed::Fresh => panic!("the second invocation did not resume"),
+    }
+    assert_eq!(reached, 7);
+    let weights = |m: &Model| {
+        (m.w.flatten_all().unwrap().to_vec1::<f32>().unwrap(), m.b.to_vec1::<f32>().unwrap())
+    };
+    assert_eq!(weights(&a), weights(&b));
+    let strip = |dir: &Path| -> Vec<(u64, Option<f64>, Option<f64>)> {
+        read_metrics(&dir.join("metrics.jsonl"))
+            .unwrap()
+            .iter()
+            .map(|r| {
+                (
+                    r["step"].as_u64().unwrap(),
+                    r.get("loss").and_then(|v| v.as_f64()),
+                    r.get("eval").and_then(|v| v.as_f64()),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(strip(a_dir.path()), strip(b_dir.path()));
+    assert_eq!(strip(a_dir.path()).len(), 7 + 3, "7 steps and evaluations after 2, 4, 6");
+    // A spent budget stops the run after its first step, checkpointed.
+    let c_dir = tempfile::tempdir().unwrap();
+    let (_, reached) = skeleton_run(c_dir.path(), &model(), 7, Some(1e-9));
+    assert_eq!(reached, 1);
+    let ckpt = Checkpointer::new(c_dir.path().join("checkpoints"), 2).unwrap();
+    assert_eq!(ckpt.list().unwrap().iter().map(|(s, _)| *s).collect::<Vec<_>>(), [1]);
 }
