@@ -107,6 +107,11 @@ enum TrainCmd {
         /// Run directory (metrics.jsonl, prompts.jsonl, curves.png, eval/, checkpoints/, model/).
         #[arg(long, default_value = "runs/flow-grpo")]
         out: PathBuf,
+        /// Resume a run directory whose checkpoint was made with other settings (refused
+        /// otherwise, with the list of differences; steps, max_seconds, checkpoint_every,
+        /// keep_last and eval_every may always change).
+        #[arg(long)]
+        force: bool,
     },
     /// dLLM RL on the code world from the shipped base dLLM: coupled-GRPO by default, or
     /// diffu_grpo, espo, gdpo, stable_drl (`--set recipe=espo`).
@@ -126,6 +131,11 @@ enum TrainCmd {
         /// Run directory (metrics.jsonl, curves.png, checkpoints/, model/, summary.json).
         #[arg(long, default_value = "runs/dllm-grpo")]
         out: PathBuf,
+        /// Resume a run directory whose checkpoint was made with other settings (refused
+        /// otherwise, with the list of differences; steps, max_seconds, checkpoint_every,
+        /// keep_last and eval_every may always change).
+        #[arg(long)]
+        force: bool,
     },
 }
 
@@ -233,6 +243,11 @@ enum PretrainCmd {
         /// Run directory (metrics.jsonl, curves.png, checkpoints/, model/). Resumes if present.
         #[arg(long, default_value = "runs/pretrain-flow")]
         out: PathBuf,
+        /// Resume a run directory whose checkpoint was made with other settings (refused
+        /// otherwise, with the list of differences; steps, max_seconds, checkpoint_every,
+        /// keep_last and eval_every may always change).
+        #[arg(long)]
+        force: bool,
     },
     /// Masked-diffusion SFT pretraining of a tiny dLLM on the code world's train split.
     ///
@@ -247,6 +262,11 @@ enum PretrainCmd {
         /// Run directory (metrics.jsonl, curves.png, checkpoints/, model/). Resumes if present.
         #[arg(long, default_value = "runs/pretrain-dllm")]
         out: PathBuf,
+        /// Resume a run directory whose checkpoint was made with other settings (refused
+        /// otherwise, with the list of differences; steps, max_seconds, checkpoint_every,
+        /// keep_last and eval_every may always change).
+        #[arg(long)]
+        force: bool,
     },
 }
 
@@ -328,17 +348,17 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 println!("{name}: {cfg:?}");
             }
         }
-        Some(Command::Pretrain(PretrainCmd::Flow { config, sets, out })) => {
-            cli::flow::pretrain(config.as_deref(), &sets, &out, dev)?;
+        Some(Command::Pretrain(PretrainCmd::Flow { config, sets, out, force })) => {
+            cli::flow::pretrain(config.as_deref(), &sets, &out, force, dev)?;
         }
-        Some(Command::Pretrain(PretrainCmd::Dllm { config, sets, out })) => {
-            cli::dllm::pretrain(config.as_deref(), &sets, &out, dev)?;
+        Some(Command::Pretrain(PretrainCmd::Dllm { config, sets, out, force })) => {
+            cli::dllm::pretrain(config.as_deref(), &sets, &out, force, dev)?;
         }
-        Some(Command::Train(TrainCmd::Flow { config, sets, out })) => {
-            cli::flow::train(config.as_deref(), &sets, &out, dev)?;
+        Some(Command::Train(TrainCmd::Flow { config, sets, out, force })) => {
+            cli::flow::train(config.as_deref(), &sets, &out, force, dev)?;
         }
-        Some(Command::Train(TrainCmd::Dllm { config, sets, out })) => {
-            cli::dllm::train(config.as_deref(), &sets, &out, dev)?;
+        Some(Command::Train(TrainCmd::Dllm { config, sets, out, force })) => {
+            cli::dllm::train(config.as_deref(), &sets, &out, force, dev)?;
         }
         Some(Command::Eval(EvalCmd::Flow {
             model,

@@ -295,3 +295,35 @@ fn progress_is_plain_lines_when_stderr_is_not_a_terminal() {
     assert!(text.contains("step 2/2: loss"), "one plain line per reported step: {text}");
     assert!(!text.contains('\r') && !text.contains('\x1b'), "no redraws or colours: {text:?}");
 }
+
+#[test]
+fn resuming_with_other_settings_is_refused_unless_forced() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let out = out.to_str().unwrap();
+    let tiny = ["--set", "model.hidden=16", "--set", "model.depth=1", "--set", "batch=2"];
+    let run = |extra: &[&str]| {
+        let mut args = vec!["pretrain", "flow", "--out", out];
+        args.extend_from_slice(&tiny);
+        args.extend_from_slice(extra);
+        drift(&args)
+    };
+    let (code, text) = run(&["--set", "steps=2"]);
+    assert_eq!(code, 0, "{text}");
+    // A longer run of the same settings resumes.
+    let (code, text) = run(&["--set", "steps=3"]);
+    assert_eq!(code, 0, "{text}");
+    assert!(text.contains("resuming from") && text.contains("(step 2)"), "{text}");
+    // Another seed or lr would not continue that run: refused, naming each difference, and
+    // the recorded config is left as it was.
+    let recorded = std::fs::read_to_string(dir.path().join("run/config.toml")).unwrap();
+    let (code, text) =
+        run(&["--set", "steps=4", "--set", "seed=5", "--set", "optim.adamw.lr=0.5"]);
+    assert_eq!(code, 2, "{text}");
+    assert!(text.contains("seed: 0 -> 5") && text.contains("optim.adamw.lr: "), "{text}");
+    assert!(!text.contains("steps:"), "the run length may change: {text}");
+    assert_eq!(std::fs::read_to_string(dir.path().join("run/config.toml")).unwrap(), recorded);
+    let (code, text) = run(&["--set", "steps=4", "--set", "seed=5", "--force"]);
+    assert_eq!(code, 0, "{text}");
+    assert!(text.contains("--force") && text.contains("(step 3)"), "{text}");
+}

@@ -60,7 +60,13 @@ fn seeded(k: u64) -> drift_rewards::worlds::rng::SplitMix64 {
 }
 
 /// Runs masked-diffusion SFT pretraining on the code world's train split.
-pub fn pretrain(config: Option<&Path>, sets: &[String], out: &Path, dev: &Device) -> Result<()> {
+pub fn pretrain(
+    config: Option<&Path>,
+    sets: &[String],
+    out: &Path,
+    force: bool,
+    dev: &Device,
+) -> Result<()> {
     let (cfg, text): (PretrainDllmConfig, String) = super::config::load(config, sets)?;
     cfg.validate().map_err(|e| super::usage(e.to_string()))?;
     let world = code_world()?;
@@ -73,8 +79,7 @@ pub fn pretrain(config: Option<&Path>, sets: &[String], out: &Path, dev: &Device
             cfg.completion_len
         )));
     }
-    std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
-    std::fs::write(out.join("config.toml"), &text)?;
+    super::resume::prepare_run_dir(out, &text, force)?;
     let report = pretrain_dllm(&cfg, &text, out, dev, &tok, |step, b| {
         (0..b as u64)
             .map(|i| example(&tok, &world.item(Split::Train, step * b as u64 + i)))
@@ -94,7 +99,13 @@ pub fn pretrain(config: Option<&Path>, sets: &[String], out: &Path, dev: &Device
 }
 
 /// `drift train dllm`: a dLLM RL recipe on the code world from a base model.
-pub fn train(config: Option<&Path>, sets: &[String], out: &Path, dev: &Device) -> Result<()> {
+pub fn train(
+    config: Option<&Path>,
+    sets: &[String],
+    out: &Path,
+    force: bool,
+    dev: &Device,
+) -> Result<()> {
     let (cfg, text): (DllmGrpoConfig, String) = super::config::load(config, sets)?;
     let rc = cfg.resolved().map_err(|e| super::usage(e.to_string()))?;
     if !cfg.base.join("config.json").exists() {
@@ -103,8 +114,7 @@ pub fn train(config: Option<&Path>, sets: &[String], out: &Path, dev: &Device) -
             cfg.base.display()
         )));
     }
-    std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
-    std::fs::write(out.join("config.toml"), &text)?;
+    super::resume::prepare_run_dir(out, &text, force)?;
     let task = CodeTask::new()?;
     let r = train_dllm_grpo(&cfg, &text, &task, out, dev)?;
     println!(

@@ -57,14 +57,19 @@ fn check_model_fits_world(cfg: &PretrainFlowConfig) -> Result<()> {
 }
 
 /// Runs flow-matching pretraining on the shapes world.
-pub fn pretrain(config: Option<&Path>, sets: &[String], out: &Path, dev: &Device) -> Result<()> {
+pub fn pretrain(
+    config: Option<&Path>,
+    sets: &[String],
+    out: &Path,
+    force: bool,
+    dev: &Device,
+) -> Result<()> {
     let (cfg, text): (PretrainFlowConfig, String) = super::config::load(config, sets)?;
     check_model_fits_world(&cfg).map_err(|e| super::usage(format!("{e:#}")))?;
     let split = shapes::split(&SplitConfig::default())?;
     let groups = shapes::by_category(&split.train);
     let seed = cfg.seed;
-    std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
-    std::fs::write(out.join("config.toml"), &text)?;
+    super::resume::prepare_run_dir(out, &text, force)?;
     let report = pretrain_flow(&cfg, &text, out, dev, |step, b| {
         shapes_batch(&groups, seed, step, b, dev).map_err(|e| drift_flow::FlowModelError::Config {
             field: "data",
@@ -85,7 +90,13 @@ pub fn pretrain(config: Option<&Path>, sets: &[String], out: &Path, dev: &Device
 
 /// `drift train flow`: Flow-GRPO on the shapes world; prints base vs trained held-out
 /// accuracy and where everything was written.
-pub fn train(config: Option<&Path>, sets: &[String], out: &Path, dev: &Device) -> Result<()> {
+pub fn train(
+    config: Option<&Path>,
+    sets: &[String],
+    out: &Path,
+    force: bool,
+    dev: &Device,
+) -> Result<()> {
     let (cfg, text): (FlowGrpoConfig, String) = super::config::load(config, sets)?;
     cfg.validate().map_err(|e| super::usage(e.to_string()))?;
     super::existing_dir(&cfg.base, "base model `base =`")?;
@@ -94,8 +105,7 @@ pub fn train(config: Option<&Path>, sets: &[String], out: &Path, dev: &Device) -
     check_model_fits_world(&PretrainFlowConfig { model: model_cfg, ..Default::default() })?;
     let task = task_from(cfg.prompts.as_deref(), cfg.eval_images_per_category)?;
     let reward = shapes_reward(&cfg.rewards)?;
-    std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
-    std::fs::write(out.join("config.toml"), &text)?;
+    super::resume::prepare_run_dir(out, &text, force)?;
     let r = train_flow_grpo(&cfg, &text, &task, reward.as_ref(), out, dev)?;
     let pct = |x: Option<f64>| x.map_or("n/a".to_string(), |v| format!("{:.1}%", 100.0 * v));
     if r.steps < cfg.steps {

@@ -6,6 +6,7 @@ pub mod config;
 pub mod device;
 pub mod dllm;
 pub mod flow;
+pub mod resume;
 pub mod sample;
 
 use std::path::Path;
