@@ -1,5 +1,23 @@
 //! The `drift` command line.
 
+/// `println!` that ignores a closed stdout: `drift presets | head -1` ends quietly, and a
+/// trainer whose stdout is closed keeps going and saves everything it produces (`println!`
+/// panics on a broken pipe).
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+
+/// `print!` that ignores a closed stdout (see `outln!`).
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = write!(std::io::stdout(), $($arg)*);
+    }};
+}
+
 mod cli;
 
 use std::path::PathBuf;
@@ -339,13 +357,13 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             }
             let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
             let plotted = drift::core::metrics::plot_metrics(&metrics, &keys, &out)?;
-            println!("{} ({})", out.display(), plotted.join(", "));
+            outln!("{} ({})", out.display(), plotted.join(", "));
         }
         Some(Command::Bench { cases, iters }) => cli::bench::run(&cases, iters, dev)?,
         Some(Command::Presets { completion_len }) => {
             for name in drift::core::loss::PRESETS {
                 let cfg = drift::core::loss::PolicyLossConfig::preset(name, completion_len)?;
-                println!("{name}: {cfg:?}");
+                outln!("{name}: {cfg:?}");
             }
         }
         Some(Command::Pretrain(PretrainCmd::Flow { config, sets, out, force })) => {

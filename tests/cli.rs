@@ -317,8 +317,7 @@ fn resuming_with_other_settings_is_refused_unless_forced() {
     // Another seed or lr would not continue that run: refused, naming each difference, and
     // the recorded config is left as it was.
     let recorded = std::fs::read_to_string(dir.path().join("run/config.toml")).unwrap();
-    let (code, text) =
-        run(&["--set", "steps=4", "--set", "seed=5", "--set", "optim.adamw.lr=0.5"]);
+    let (code, text) = run(&["--set", "steps=4", "--set", "seed=5", "--set", "optim.adamw.lr=0.5"]);
     assert_eq!(code, 2, "{text}");
     assert!(text.contains("seed: 0 -> 5") && text.contains("optim.adamw.lr: "), "{text}");
     assert!(!text.contains("steps:"), "the run length may change: {text}");

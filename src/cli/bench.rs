@@ -41,7 +41,7 @@ fn matmul(dev: &Device) -> Result<()> {
     let n = if dev.is_cpu() { 1024 } else { 4096 };
     let gflops = matmul_gflops(n, dev)?;
     let device = format!("{:?}", dev.location());
-    println!(
+    outln!(
         "{}",
         json!({"case": "matmul", "n": n, "dtype": "f32", "gflops": gflops, "device": device})
     );
@@ -63,7 +63,7 @@ fn rng(iters: usize, dev: &Device) -> Result<()> {
         "case": "rng", "draw": "normal_rows", "rows": rows, "cols": cols, "seconds": secs,
         "normals_per_s": n as f64 / secs, "threads": candle_core::utils::get_num_threads(),
     });
-    println!("{line}");
+    outln!("{line}");
     Ok(())
 }
 
@@ -93,7 +93,7 @@ fn dllm(iters: usize, dev: &Device) -> Result<()> {
             "mode": if tracked { "forward+backward" } else { "forward" },
             "batch": b, "seq_len": t, "seconds": secs, "tokens_per_s": (b * t) as f64 / secs,
         });
-        println!("{line}");
+        outln!("{line}");
     }
     Ok(())
 }
@@ -125,7 +125,7 @@ fn flow(iters: usize, dev: &Device) -> Result<()> {
             "batch": 32, "seconds": secs, "images_per_s": 32.0 / secs,
             "model_evals_per_s": 320.0 / secs,
         });
-        println!("{line}");
+        outln!("{line}");
     }
     Ok(())
 }

@@ -85,16 +85,16 @@ pub fn pretrain(
             .map(|i| example(&tok, &world.item(Split::Train, step * b as u64 + i)))
             .collect()
     })?;
-    println!("parameters: {}", report.parameters);
-    println!("final loss (mean of the last 10% of steps): {:.5}", report.final_loss);
+    outln!("parameters: {}", report.parameters);
+    outln!("final loss (mean of the last 10% of steps): {:.5}", report.final_loss);
     if report.steps < cfg.steps {
-        println!("stopped by max_seconds after step {} of {}", report.steps, cfg.steps);
+        outln!("stopped by max_seconds after step {} of {}", report.steps, cfg.steps);
     }
-    println!("throughput: {:.0} tokens/s", report.tokens_per_s);
-    println!("wall time: {:.1} s", report.seconds);
-    println!("model:   {}", report.model_dir.display());
-    println!("metrics: {}", report.metrics.display());
-    println!("curves:  {}", report.curves.display());
+    outln!("throughput: {:.0} tokens/s", report.tokens_per_s);
+    outln!("wall time: {:.1} s", report.seconds);
+    outln!("model:   {}", report.model_dir.display());
+    outln!("metrics: {}", report.metrics.display());
+    outln!("curves:  {}", report.curves.display());
     Ok(())
 }
 
@@ -117,28 +117,32 @@ pub fn train(
     super::resume::prepare_run_dir(out, &text, force)?;
     let task = CodeTask::new()?;
     let r = train_dllm_grpo(&cfg, &text, &task, out, dev)?;
-    println!(
+    outln!(
         "recipe {:?}: estimator {:?}, mu {}, G {}",
-        cfg.recipe, rc.parts.estimator, rc.parts.inner_iterations, rc.parts.group_size
+        cfg.recipe,
+        rc.parts.estimator,
+        rc.parts.inner_iterations,
+        rc.parts.group_size
     );
     if r.steps < cfg.steps {
-        println!("stopped by max_seconds after iteration {} of {}", r.steps, cfg.steps);
+        outln!("stopped by max_seconds after iteration {} of {}", r.steps, cfg.steps);
     }
-    println!(
+    outln!(
         "held-out pass rate ({} items, greedy, {} steps): base {:.1}% -> trained {:.1}%",
         r.trained.items,
         cfg.eval_steps,
         100.0 * r.base.pass_rate,
         100.0 * r.trained.pass_rate
     );
-    println!(
+    outln!(
         "held-out reward: base {:.4} -> trained {:.4}",
-        r.base.reward_mean, r.trained.reward_mean
+        r.base.reward_mean,
+        r.trained.reward_mean
     );
-    println!("wall time: {:.1} s", r.seconds);
-    println!("metrics: {}", r.metrics.display());
-    println!("curves:  {}", r.curves.display());
-    println!("model:   {}", r.model_dir.display());
+    outln!("wall time: {:.1} s", r.seconds);
+    outln!("metrics: {}", r.metrics.display());
+    outln!("curves:  {}", r.curves.display());
+    outln!("model:   {}", r.model_dir.display());
     Ok(())
 }
 
@@ -256,7 +260,7 @@ pub fn eval(model_dir: &Path, opts: &EvalOptions, out: Option<&Path>, dev: &Devi
         "mean_reward": mean(|s| s.reward),
         "seconds": (t0.elapsed().as_secs_f64() * 10.0).round() / 10.0,
     });
-    println!("{summary}");
+    outln!("{summary}");
     if let Some(dir) = out {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
         let mut lines = String::new();
@@ -266,7 +270,7 @@ pub fn eval(model_dir: &Path, opts: &EvalOptions, out: Option<&Path>, dev: &Devi
         }
         std::fs::write(dir.join("eval_samples.jsonl"), lines)?;
         std::fs::write(dir.join("eval_summary.json"), format!("{summary}\n"))?;
-        println!("samples: {}", dir.join("eval_samples.jsonl").display());
+        outln!("samples: {}", dir.join("eval_samples.jsonl").display());
     }
     Ok(())
 }

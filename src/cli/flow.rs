@@ -77,14 +77,14 @@ pub fn pretrain(
             expected: "a shapes training batch".into(),
         })
     })?;
-    println!("final loss (mean of the last 10% of steps): {:.5}", report.final_loss);
+    outln!("final loss (mean of the last 10% of steps): {:.5}", report.final_loss);
     if report.steps < cfg.steps {
-        println!("stopped by max_seconds after step {} of {}", report.steps, cfg.steps);
+        outln!("stopped by max_seconds after step {} of {}", report.steps, cfg.steps);
     }
-    println!("wall time: {:.1} s", report.seconds);
-    println!("model:   {}", report.model_dir.display());
-    println!("metrics: {}", report.metrics.display());
-    println!("curves:  {}", report.curves.display());
+    outln!("wall time: {:.1} s", report.seconds);
+    outln!("model:   {}", report.model_dir.display());
+    outln!("metrics: {}", report.metrics.display());
+    outln!("curves:  {}", report.curves.display());
     Ok(())
 }
 
@@ -109,36 +109,36 @@ pub fn train(
     let r = train_flow_grpo(&cfg, &text, &task, reward.as_ref(), out, dev)?;
     let pct = |x: Option<f64>| x.map_or("n/a".to_string(), |v| format!("{:.1}%", 100.0 * v));
     if r.steps < cfg.steps {
-        println!("stopped by max_seconds after iteration {} of {}", r.steps, cfg.steps);
+        outln!("stopped by max_seconds after iteration {} of {}", r.steps, cfg.steps);
     }
     let table = category_table(&r.base, &r.trained);
     std::fs::write(out.join("categories.md"), &table)?;
-    print!("{table}");
-    println!(
+    out!("{table}");
+    outln!(
         "held-out strict accuracy (mean of categories, {} images, ODE {} steps): base {} -> trained {}",
         r.trained.samples,
         cfg.eval_steps,
         pct(r.base.strict),
         pct(r.trained.strict)
     );
-    println!(
+    outln!(
         "held-out reward `{}`: base {:.4} -> trained {:.4}",
         reward.name(),
         r.base.reward_mean,
         r.trained.reward_mean
     );
-    println!(
+    outln!(
         "reward-hacking checks: JPEG compressibility {:.4} -> {:.4}, diversity {:.4} -> {:.4}",
         r.base.jpeg_compressibility,
         r.trained.jpeg_compressibility,
         r.base.diversity.unwrap_or(f64::NAN),
         r.trained.diversity.unwrap_or(f64::NAN)
     );
-    println!("wall time: {:.1} s", r.seconds);
-    println!("metrics: {}", r.metrics.display());
-    println!("curves:  {}", r.curves.display());
-    println!("grids:   {} (before), {} (after)", r.grid_before.display(), r.grid_after.display());
-    println!("model:   {}", r.model_dir.display());
+    outln!("wall time: {:.1} s", r.seconds);
+    outln!("metrics: {}", r.metrics.display());
+    outln!("curves:  {}", r.curves.display());
+    outln!("grids:   {} (before), {} (after)", r.grid_before.display(), r.grid_after.display());
+    outln!("model:   {}", r.model_dir.display());
     Ok(())
 }
 
@@ -235,7 +235,7 @@ pub fn eval(
     let r =
         evaluate(&model, &task, reward.as_ref(), task.eval_prompts(), sampling, grid.as_deref())?;
     for c in &r.categories {
-        println!(
+        outln!(
             "{{\"category\":\"{}\",\"samples\":{},\"strict\":{:.4},\"partial\":{:.4}}}",
             c.name,
             c.samples,
@@ -243,7 +243,7 @@ pub fn eval(
             c.reward_mean
         );
     }
-    println!(
+    outln!(
         "{{\"eval\":\"flow/{}\",\"samples\":{},\"ode_steps\":{},\"cfg\":{},\"strict\":{:.4},\"partial\":{:.4},\"seconds\":{:.1}}}",
         if prompts.is_some() { "prompts" } else { "held_out" },
         r.samples,
@@ -254,7 +254,7 @@ pub fn eval(
         t0.elapsed().as_secs_f64()
     );
     if let Some(g) = grid {
-        println!("grid: {}", g.display());
+        outln!("grid: {}", g.display());
     }
     Ok(())
 }

@@ -103,7 +103,7 @@ pub fn dllm(model_dir: &Path, prompts: &[String], s: &DllmSampling, dev: &Device
             "prompt": prompts[r / s.n], "sample": r % s.n, "completion": text,
             "evaluations": traj.evaluations,
         });
-        println!("{line}");
+        outln!("{line}");
     }
     Ok(())
 }
@@ -174,7 +174,7 @@ pub fn flow(
     let mut captions = Vec::new();
     for (i, (p, im)) in repeated.iter().zip(&images).enumerate() {
         let v = verify(p, im);
-        println!(
+        outln!(
             "{}",
             json!({"prompt": p.to_text(), "sample": i % s.n, "strict": v.strict, "score": v.score})
         );
@@ -190,6 +190,6 @@ pub fn flow(
         &caps,
         &GridOptions { columns: s.n.clamp(1, 8), ..GridOptions::default() },
     )?;
-    println!("grid: {}", out.display());
+    outln!("grid: {}", out.display());
     Ok(())
 }

@@ -83,7 +83,7 @@ pub fn draw_text(
                     for dx in 0..s {
                         let (px, py) = (gx + col * s + dx, y + row as i64 * s + dy);
                         if px >= 0 && py >= 0 && px < i64::from(width) && py < i64::from(height) {
-                            let o = ((py as u32 * width + px as u32) * 3) as usize;
+                            let o = (py as usize * width as usize + px as usize) * 3;
                             buf[o..o + 3].copy_from_slice(&rgb);
                         }
                     }
