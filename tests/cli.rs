@@ -326,3 +326,29 @@ fn resuming_with_other_settings_is_refused_unless_forced() {
     assert_eq!(code, 0, "{text}");
     assert!(text.contains("--force") && text.contains("(step 3)"), "{text}");
 }
+
+#[test]
+fn invalid_run_and_optimizer_values_exit_2_before_any_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let out = out.to_str().unwrap();
+    let cases: [(&[&str], &str); 8] = [
+        (&["train", "flow", "--set", "optim.adamw.lr=-1"], "optim.adamw.lr"),
+        (&["train", "flow", "--set", "optim.adamw.lr=nan"], "optim.adamw.lr"),
+        (&["train", "flow", "--set", "steps=0"], "steps"),
+        (&["train", "flow", "--set", "max_seconds=0"], "max_seconds"),
+        (&["train", "dllm", "--set", "optim.adamw.beta1=2"], "optim.adamw.beta1"),
+        (&["train", "dllm", "--set", "max_seconds=-1"], "max_seconds"),
+        (&["pretrain", "dllm", "--set", "optim.max_grad_norm=-1"], "optim.max_grad_norm"),
+        (&["pretrain", "flow", "--set", "optim.ema={decay=2.0,every=1}"], "optim.ema"),
+    ];
+    for (args, field) in cases {
+        let start = std::time::Instant::now();
+        let mut args = args.to_vec();
+        args.extend(["--out", out]);
+        let (code, text) = drift(&args);
+        assert_eq!(code, 2, "{args:?}: {text}");
+        assert!(text.contains(field), "{args:?}: {text}");
+        assert!(start.elapsed().as_secs_f64() < 2.0, "{args:?} took {:?}", start.elapsed());
+    }
+}

@@ -160,6 +160,8 @@ impl PretrainDllmConfig {
         let bad = |key: &'static str, value: String, expected: &str| {
             Err(DllmError::Config { key, value, expected: expected.into() })
         };
+        self.run_settings().validate()?;
+        self.optim.validate()?;
         if self.batch == 0 {
             return bad("batch", "0".into(), "at least 1");
         }

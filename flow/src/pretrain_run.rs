@@ -55,6 +55,8 @@ impl PretrainFlowConfig {
                 });
             }
         }
+        self.run_settings().validate()?;
+        self.optim.validate()?;
         self.model.validate()
     }
 

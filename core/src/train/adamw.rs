@@ -42,19 +42,19 @@ impl AdamWConfig {
             Err(CoreError::Config { field, value: v.to_string(), expected })
         };
         if !(self.lr >= 0.0 && self.lr.is_finite()) {
-            return bad("optimizer.lr", self.lr, "a finite number >= 0");
+            return bad("optim.adamw.lr", self.lr, "a finite number >= 0");
         }
         if !(0.0..1.0).contains(&self.beta1) {
-            return bad("optimizer.beta1", self.beta1, "a number in [0, 1)");
+            return bad("optim.adamw.beta1", self.beta1, "a number in [0, 1)");
         }
         if !(0.0..1.0).contains(&self.beta2) {
-            return bad("optimizer.beta2", self.beta2, "a number in [0, 1)");
+            return bad("optim.adamw.beta2", self.beta2, "a number in [0, 1)");
         }
         if !(self.eps > 0.0) {
-            return bad("optimizer.eps", self.eps, "a number > 0");
+            return bad("optim.adamw.eps", self.eps, "a number > 0");
         }
         if !(self.weight_decay >= 0.0) {
-            return bad("optimizer.weight_decay", self.weight_decay, "a number >= 0");
+            return bad("optim.adamw.weight_decay", self.weight_decay, "a number >= 0");
         }
         Ok(())
     }
@@ -182,6 +182,6 @@ mod tests {
     #[test]
     fn validate_names_the_field() {
         let err = AdamW::new(AdamWConfig { beta2: 1.0, ..AdamWConfig::default() }).unwrap_err();
-        assert!(err.to_string().contains("optimizer.beta2"));
+        assert!(err.to_string().contains("optim.adamw.beta2"));
     }
 }

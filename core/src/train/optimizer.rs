@@ -23,6 +23,34 @@ pub struct OptimConfig {
     pub ema: Option<EmaConfig>,
 }
 
+impl OptimConfig {
+    /// Checks every value before any work, naming the TOML key at fault: AdamW's
+    /// hyperparameters, the schedule, a positive finite clip norm, the EMA's decay and period.
+    pub fn validate(&self) -> Result<()> {
+        self.adamw.validate()?;
+        self.schedule.validate()?;
+        if let Some(c) = self.max_grad_norm {
+            if !(c > 0.0 && c.is_finite()) {
+                return Err(CoreError::Config {
+                    field: "optim.max_grad_norm",
+                    value: c.to_string(),
+                    expected: "a finite number > 0, or no value for no clipping",
+                });
+            }
+        }
+        if let Some(e) = self.ema {
+            if !(0.0..=1.0).contains(&e.decay) || e.every == 0 {
+                return Err(CoreError::Config {
+                    field: "optim.ema",
+                    value: format!("decay {} every {}", e.decay, e.every),
+                    expected: "decay in [0, 1] and every >= 1",
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
 impl Default for OptimConfig {
     fn default() -> Self {
         Self {
@@ -71,16 +99,7 @@ pub struct Optimizer {
 impl Optimizer {
     /// An optimizer over `params`.
     pub fn new(cfg: OptimConfig, params: ParamSet) -> Result<Self> {
-        cfg.schedule.validate()?;
-        if let Some(c) = cfg.max_grad_norm {
-            if !(c > 0.0) {
-                return Err(CoreError::Config {
-                    field: "optimizer.max_grad_norm",
-                    value: c.to_string(),
-                    expected: "a number > 0, or no value for no clipping",
-                });
-            }
-        }
+        cfg.validate()?;
         let ema = cfg.ema.map(|e| Ema::new(e, &params)).transpose()?;
         Ok(Self { adamw: AdamW::new(cfg.adamw)?, cfg, params, ema, step: 0, skipped: 0 })
     }

@@ -48,6 +48,23 @@ pub struct RunSettings {
     pub eval_every: u64,
 }
 
+impl RunSettings {
+    /// Checks the values before any work: `steps` and `checkpoint_every` at least 1 and
+    /// `max_seconds` a positive, finite number of seconds when set.
+    pub fn validate(&self) -> Result<()> {
+        for (field, value) in [("steps", self.steps), ("checkpoint_every", self.checkpoint_every)] {
+            if value == 0 {
+                return Err(crate::error::CoreError::Config {
+                    field,
+                    value: "0".into(),
+                    expected: "at least 1",
+                });
+            }
+        }
+        TimeBudget::new(self.max_seconds, "max_seconds").map(|_| ())
+    }
+}
+
 /// How a run started.
 #[derive(Debug, Clone)]
 pub enum Resumed {

@@ -241,6 +241,8 @@ impl DllmGrpoConfig {
         let bad = |key: &'static str, value: String, expected: &str| {
             Err(DllmError::Config { key, value, expected: expected.into() })
         };
+        self.run_settings().validate()?;
+        self.optim.validate()?;
         if self.prompts_per_step == 0 {
             return bad("prompts_per_step", "0".into(), "at least 1");
         }

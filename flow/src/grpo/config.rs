@@ -237,6 +237,8 @@ impl FlowGrpoConfig {
 
     /// Checks every field's domain, naming the field at fault.
     pub fn validate(&self) -> Result<()> {
+        self.run_settings().validate()?;
+        self.optim.validate()?;
         if self.prompts_per_step == 0 {
             return Err(bad("prompts_per_step", 0, "at least 1"));
         }
