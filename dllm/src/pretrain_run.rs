@@ -99,8 +99,6 @@ pub struct PretrainDllmConfig {
     pub model: TinyModelConfig,
     /// Optimizer, schedule, clipping, EMA.
     pub optim: OptimConfig,
-    /// Optimizer steps. Default 2000.
-    pub steps: u64,
     /// Rows per step. Default 32.
     pub batch: usize,
     /// Tokens of the completion region (completion + EOS fill); a longer completion is an
@@ -108,16 +106,9 @@ pub struct PretrainDllmConfig {
     pub completion_len: usize,
     /// Lower bound ε of the masking ratio `t ~ U(ε, 1)`. Default 1e-3 (LLaDA).
     pub mask_eps: f32,
-    /// Seed of the initialisation, the data and the masks. Default 0.
-    pub seed: u64,
-    /// Checkpoint every this many steps. Default 250.
-    pub checkpoint_every: u64,
-    /// Checkpoints kept. Default 2.
-    pub keep_last: usize,
-    /// Wall-clock budget of one invocation in seconds: the run stops after the step during
-    /// which it runs out, with that step checkpointed and the model saved, as if `steps` had
-    /// been reached (a later invocation resumes). Default none (no limit).
-    pub max_seconds: Option<f64>,
+    /// Length, seed (initialisation, data, masks), checkpoints and budget: `[run]`. Defaults:
+    /// 2000 optimizer steps, seed 0, a checkpoint every 250 steps, 2 kept, no time limit.
+    pub run: RunSettings,
     /// A saved model folder whose weights start the run instead of a fresh initialisation
     /// (continued pretraining with a fresh optimizer and schedule); its config.json must equal
     /// the `[model]` shape. Default none.
@@ -129,38 +120,22 @@ impl Default for PretrainDllmConfig {
         Self {
             model: TinyModelConfig::default(),
             optim: OptimConfig::default(),
-            steps: 2000,
             batch: 32,
             completion_len: 96,
             mask_eps: crate::pretrain::DEFAULT_EPS,
-            seed: 0,
-            checkpoint_every: 250,
-            keep_last: 2,
-            max_seconds: None,
+            run: RunSettings { steps: 2000, checkpoint_every: 250, ..RunSettings::default() },
             init_from: None,
         }
     }
 }
 
 impl PretrainDllmConfig {
-    /// The run skeleton's settings (no intermediate evaluation).
-    pub fn run_settings(&self) -> RunSettings {
-        RunSettings {
-            steps: self.steps,
-            seed: self.seed,
-            checkpoint_every: self.checkpoint_every,
-            keep_last: self.keep_last,
-            max_seconds: self.max_seconds,
-            eval_every: 0,
-        }
-    }
-
     /// Checks the values that serde cannot, naming the field at fault.
     pub fn validate(&self) -> Result<()> {
         let bad = |key: &'static str, value: String, expected: &str| {
             Err(DllmError::Config { key, value, expected: expected.into() })
         };
-        self.run_settings().validate()?;
+        self.run.validate()?;
         self.optim.validate()?;
         if self.batch == 0 {
             return bad("batch", "0".into(), "at least 1");
@@ -304,7 +279,7 @@ pub fn pretrain_dllm(
 ) -> Result<PretrainDllmReport> {
     cfg.validate()?;
     let start = Instant::now();
-    let key = RngKey::new(cfg.seed);
+    let key = RngKey::new(cfg.run.seed);
     let opts = LoadOptions { device: device.clone(), ..LoadOptions::trainable() };
     let model_cfg = cfg.model.model_config(tokenizer.vocab_spec());
     let model = initial_model(cfg, model_cfg, key, &opts)?
@@ -315,9 +290,8 @@ pub fn pretrain_dllm(
         expected: "trainable weights".into(),
     })?;
     let mut opt = Optimizer::new(cfg.optim, ParamSet::all(varmap))?;
-    let (mut run, _) =
-        Run::open(run_dir, cfg.run_settings(), config_text, "pretrain dllm", "step", &mut opt)?;
-    let (mut tail, mut tokens) = (TailMean::last_tenth_of(cfg.steps), 0usize);
+    let (mut run, _) = Run::open(run_dir, cfg.run, config_text, "pretrain dllm", "step", &mut opt)?;
+    let (mut tail, mut tokens) = (TailMean::last_tenth_of(cfg.run.steps), 0usize);
     let train_start = Instant::now();
     for step in run.steps() {
         let t0 = Instant::now();
@@ -414,10 +388,9 @@ mod tests {
                 adamw: drift_core::train::AdamWConfig { lr: 3e-3, ..Default::default() },
                 ..Default::default()
             },
-            steps: 40,
             batch: 8,
             completion_len: 4,
-            checkpoint_every: 20,
+            run: RunSettings { steps: 40, checkpoint_every: 20, ..RunSettings::default() },
             ..PretrainDllmConfig::default()
         };
         // "x=" → "x" repeated: learnable from the prompt.
@@ -431,7 +404,7 @@ mod tests {
                 })
                 .collect())
         };
-        let half = PretrainDllmConfig { steps: 20, ..cfg.clone() };
+        let half = PretrainDllmConfig { run: RunSettings { steps: 20, ..cfg.run }, ..cfg.clone() };
         pretrain_dllm(&half, "", dir.path(), &Device::Cpu, &tok, data).unwrap();
         let r = pretrain_dllm(&cfg, "", dir.path(), &Device::Cpu, &tok, data).unwrap();
         let rows = drift_core::metrics::read_metrics(&r.metrics).unwrap();

@@ -22,54 +22,27 @@ pub struct PretrainFlowConfig {
     pub optim: OptimConfig,
     /// The loss.
     pub loss: FlowMatchingConfig,
-    /// Optimizer steps. Default 3000.
-    pub steps: u64,
     /// Images per step. Default 64.
     pub batch: usize,
-    /// Seed of every draw (data, noise, dropout). Default 0.
-    pub seed: u64,
-    /// Checkpoint every this many steps. Default 500.
-    pub checkpoint_every: u64,
-    /// Checkpoints kept. Default 2.
-    pub keep_last: usize,
-    /// Wall-clock budget of one invocation in seconds: the run stops after the step during
-    /// which it runs out, with that step checkpointed and the model saved, as if `steps` had
-    /// been reached (a later invocation resumes). Default none (no limit).
-    pub max_seconds: Option<f64>,
+    /// Length, seed (data, noise, dropout), checkpoints and budget: `[run]`. Defaults: 3000
+    /// optimizer steps, seed 0, a checkpoint every 500 steps, 2 kept, no time limit.
+    pub run: RunSettings,
 }
 
 impl PretrainFlowConfig {
-    /// Checks the run's sizes before any work, naming the field at fault: `steps`, `batch`
-    /// and `checkpoint_every` at least 1, and the model's own fields.
+    /// Checks the run's sizes before any work, naming the field at fault: `batch` at least 1,
+    /// the `[run]` table, the optimizer and the model's own fields.
     pub fn validate(&self) -> Result<()> {
-        for (field, value) in [
-            ("steps", self.steps),
-            ("batch", self.batch as u64),
-            ("checkpoint_every", self.checkpoint_every),
-        ] {
-            if value == 0 {
-                return Err(FlowModelError::Config {
-                    field,
-                    value: "0".into(),
-                    expected: "at least 1".into(),
-                });
-            }
+        if self.batch == 0 {
+            return Err(FlowModelError::Config {
+                field: "batch",
+                value: "0".into(),
+                expected: "at least 1".into(),
+            });
         }
-        self.run_settings().validate()?;
+        self.run.validate()?;
         self.optim.validate()?;
         self.model.validate()
-    }
-
-    /// The run skeleton's settings (no intermediate evaluation).
-    pub fn run_settings(&self) -> RunSettings {
-        RunSettings {
-            steps: self.steps,
-            seed: self.seed,
-            checkpoint_every: self.checkpoint_every,
-            keep_last: self.keep_last,
-            max_seconds: self.max_seconds,
-            eval_every: 0,
-        }
     }
 }
 
@@ -79,12 +52,8 @@ impl Default for PretrainFlowConfig {
             model: DitConfig::default(),
             optim: OptimConfig::default(),
             loss: FlowMatchingConfig::default(),
-            steps: 3000,
             batch: 64,
-            seed: 0,
-            checkpoint_every: 500,
-            keep_last: 2,
-            max_seconds: None,
+            run: RunSettings { steps: 3000, checkpoint_every: 500, ..RunSettings::default() },
         }
     }
 }
@@ -122,10 +91,9 @@ pub fn pretrain_flow(
     let varmap = VarMap::new();
     let model = Dit::new(cfg.model, VarBuilder::from_varmap(&varmap, DType::F32, device))?;
     let mut opt = Optimizer::new(cfg.optim, ParamSet::all(&varmap))?;
-    let (mut run, _) =
-        Run::open(run_dir, cfg.run_settings(), config_text, "pretrain flow", "step", &mut opt)?;
-    let key = RngKey::new(cfg.seed);
-    let mut tail = TailMean::last_tenth_of(cfg.steps);
+    let (mut run, _) = Run::open(run_dir, cfg.run, config_text, "pretrain flow", "step", &mut opt)?;
+    let key = RngKey::new(cfg.run.seed);
+    let mut tail = TailMean::last_tenth_of(cfg.run.steps);
     for step in run.steps() {
         let (x0, ids) = data(step, cfg.batch)?;
         let rows: Vec<u64> = (0..cfg.batch as u64).collect();

@@ -4,6 +4,7 @@
 use std::path::Path;
 
 use anyhow::{anyhow, bail, Context, Result};
+use drift_core::train::RUN_KEYS;
 use serde::de::DeserializeOwned;
 
 /// Reads `path` (TOML; none = all defaults), applies each `key.path=value` override (the value
@@ -22,11 +23,21 @@ fn load_inner<T: DeserializeOwned + serde::Serialize + Default>(
     path: Option<&Path>,
     sets: &[String],
 ) -> Result<(T, String)> {
+    let mut full = match toml::Value::try_from(T::default()) {
+        Ok(toml::Value::Table(t)) => t,
+        _ => bail!("the default config does not serialise to a TOML table"),
+    };
+    let has_run = matches!(full.get("run"), Some(toml::Value::Table(_)));
     let mut table: toml::Table = match path {
         Some(p) => {
             let text = std::fs::read_to_string(p)
                 .with_context(|| format!("cannot read config file {}", p.display()))?;
-            text.parse().with_context(|| format!("{} is not valid TOML", p.display()))?
+            let mut t: toml::Table =
+                text.parse().with_context(|| format!("{} is not valid TOML", p.display()))?;
+            if has_run {
+                lift_run_keys(&mut t).with_context(|| format!("config file {}", p.display()))?;
+            }
+            t
         }
         None => toml::Table::new(),
     };
@@ -34,19 +45,33 @@ fn load_inner<T: DeserializeOwned + serde::Serialize + Default>(
         let (key, raw) =
             set.split_once('=').ok_or_else(|| anyhow!("--set {set:?}: expected key=value"))?;
         let value = parse_value(raw.trim());
-        insert(&mut table, key.trim(), value).with_context(|| format!("--set {set:?}"))?;
+        let key = key.trim();
+        let key =
+            if has_run && RUN_KEYS.contains(&key) { format!("run.{key}") } else { key.into() };
+        insert(&mut table, &key, value).with_context(|| format!("--set {set:?}"))?;
     }
     let source = path.map_or("the defaults".to_string(), |p| p.display().to_string());
-    let mut full = match toml::Value::try_from(T::default()) {
-        Ok(toml::Value::Table(t)) => t,
-        _ => bail!("the default config does not serialise to a TOML table"),
-    };
     merge(&mut full, table);
     let cfg: T = toml::Value::Table(full).try_into().map_err(|e: toml::de::Error| {
         anyhow!("invalid config ({source} with --set overrides): {}", e.to_string().trim())
     })?;
     let text = toml::to_string(&cfg).context("config does not serialise back to TOML")?;
     Ok((cfg, text))
+}
+
+/// Moves the run keys held at the top level of a config (`steps = 40`, as configs had them
+/// before the `[run]` table) into its `[run]` table; the same key in both places is an error.
+pub fn lift_run_keys(table: &mut toml::Table) -> Result<()> {
+    for key in RUN_KEYS {
+        let Some(value) = table.remove(key) else { continue };
+        let run = table.entry("run").or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        let toml::Value::Table(run) = run else { bail!("`run` is a value, not the [run] table") };
+        if run.contains_key(key) {
+            bail!("`{key}` is given both at the top level and in [run]; keep the one in [run]");
+        }
+        run.insert(key.to_string(), value);
+    }
+    Ok(())
 }
 
 /// Lays `over` onto `base` key by key, recursing into tables present in both, so that
@@ -185,6 +210,30 @@ mod tests {
         let file: drift_flow::grpo::FlowGrpoConfig =
             toml::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
         assert_eq!(file, drift_flow::grpo::FlowGrpoConfig::default());
+    }
+
+    #[test]
+    fn run_keys_at_the_top_level_are_read_into_the_run_table() {
+        use drift_flow::grpo::FlowGrpoConfig;
+        let (cfg, text) =
+            load_inner::<FlowGrpoConfig>(None, &sets(&["steps=3", "run.seed=2", "eval_every=0"]))
+                .unwrap();
+        let want = drift_core::train::RunSettings {
+            steps: 3,
+            seed: 2,
+            eval_every: 0,
+            ..FlowGrpoConfig::default().run
+        };
+        assert_eq!(cfg.run, want);
+        assert!(text.contains("[run]") && !text.starts_with("steps"), "{text}");
+        let dir = tempfile::tempdir().unwrap();
+        let old = dir.path().join("old.toml");
+        std::fs::write(&old, "steps = 5\ncheckpoint_every = 1\n").unwrap();
+        let (cfg, _) = load_inner::<FlowGrpoConfig>(Some(&old), &sets(&["steps=7"])).unwrap();
+        assert_eq!((cfg.run.steps, cfg.run.checkpoint_every, cfg.run.eval_every), (7, 1, 20));
+        std::fs::write(&old, "steps = 5\n[run]\nsteps = 6\n").unwrap();
+        let err = load_inner::<FlowGrpoConfig>(Some(&old), &[]).unwrap_err();
+        assert!(format!("{err:#}").contains("`steps` is given both"), "{err:#}");
     }
 
     #[test]

@@ -87,8 +87,8 @@ pub fn pretrain(
     })?;
     outln!("parameters: {}", report.parameters);
     outln!("final loss (mean of the last 10% of steps): {:.5}", report.final_loss);
-    if report.steps < cfg.steps {
-        outln!("stopped by max_seconds after step {} of {}", report.steps, cfg.steps);
+    if report.steps < cfg.run.steps {
+        outln!("stopped by max_seconds after step {} of {}", report.steps, cfg.run.steps);
     }
     outln!("throughput: {:.0} tokens/s", report.tokens_per_s);
     outln!("wall time: {:.1} s", report.seconds);
@@ -124,8 +124,8 @@ pub fn train(
         rc.parts.inner_iterations,
         rc.parts.group_size
     );
-    if r.steps < cfg.steps {
-        outln!("stopped by max_seconds after iteration {} of {}", r.steps, cfg.steps);
+    if r.steps < cfg.run.steps {
+        outln!("stopped by max_seconds after iteration {} of {}", r.steps, cfg.run.steps);
     }
     outln!(
         "held-out pass rate ({} items, greedy, {} steps): base {:.1}% -> trained {:.1}%",

@@ -68,7 +68,7 @@ pub fn pretrain(
     check_model_fits_world(&cfg).map_err(|e| super::usage(format!("{e:#}")))?;
     let split = shapes::split(&SplitConfig::default())?;
     let groups = shapes::by_category(&split.train);
-    let seed = cfg.seed;
+    let seed = cfg.run.seed;
     super::resume::prepare_run_dir(out, &text, force)?;
     let report = pretrain_flow(&cfg, &text, out, dev, |step, b| {
         shapes_batch(&groups, seed, step, b, dev).map_err(|e| drift_flow::FlowModelError::Config {
@@ -78,8 +78,8 @@ pub fn pretrain(
         })
     })?;
     outln!("final loss (mean of the last 10% of steps): {:.5}", report.final_loss);
-    if report.steps < cfg.steps {
-        outln!("stopped by max_seconds after step {} of {}", report.steps, cfg.steps);
+    if report.steps < cfg.run.steps {
+        outln!("stopped by max_seconds after step {} of {}", report.steps, cfg.run.steps);
     }
     outln!("wall time: {:.1} s", report.seconds);
     outln!("model:   {}", report.model_dir.display());
@@ -108,8 +108,8 @@ pub fn train(
     super::resume::prepare_run_dir(out, &text, force)?;
     let r = train_flow_grpo(&cfg, &text, &task, reward.as_ref(), out, dev)?;
     let pct = |x: Option<f64>| x.map_or("n/a".to_string(), |v| format!("{:.1}%", 100.0 * v));
-    if r.steps < cfg.steps {
-        outln!("stopped by max_seconds after iteration {} of {}", r.steps, cfg.steps);
+    if r.steps < cfg.run.steps {
+        outln!("stopped by max_seconds after iteration {} of {}", r.steps, cfg.run.steps);
     }
     let table = category_table(&r.base, &r.trained);
     std::fs::write(out.join("categories.md"), &table)?;

@@ -78,7 +78,9 @@ pub fn differences(old: &str, new: &str) -> Option<Vec<String>> {
 }
 
 fn flatten_text(text: &str) -> Option<BTreeMap<String, String>> {
-    let table: toml::Table = text.parse().ok()?;
+    let mut table: toml::Table = text.parse().ok()?;
+    // Checkpoints written before the [run] table hold its keys at the top level.
+    super::config::lift_run_keys(&mut table).ok()?;
     let mut out = BTreeMap::new();
     flatten("", &table, &mut out);
     Some(out)
@@ -102,11 +104,12 @@ mod tests {
 
     #[test]
     fn differences_name_each_changed_key_and_ignore_the_run_length() {
+        // The old text as checkpoints before the [run] table stored it.
         let old = "steps = 40\nseed = 0\n[optim.adamw]\nlr = 0.0001\n";
-        let new = "steps = 80\nseed = 1\nmax_seconds = 600.0\n[optim.adamw]\nlr = 0.0003\n";
+        let new = "[run]\nsteps = 80\nseed = 1\nmax_seconds = 600.0\n[optim.adamw]\nlr = 0.0003\n";
         assert_eq!(
             differences(old, new).unwrap(),
-            ["optim.adamw.lr: 0.0001 -> 0.0003", "seed: 0 -> 1"]
+            ["optim.adamw.lr: 0.0001 -> 0.0003", "run.seed: 0 -> 1"]
         );
         assert_eq!(differences(old, old).unwrap(), Vec::<String>::new());
         assert_eq!(differences("x = [", old), None);

@@ -22,5 +22,5 @@ pub use ema::{Ema, EmaConfig};
 pub use grads::Grads;
 pub use optimizer::{OptimConfig, Optimizer, SkipReason, StepReport};
 pub use params::{detached_view, frozen_copy, ParamSet};
-pub use run::{write_json, Finished, Resumed, Run, RunSettings, StepEnd};
+pub use run::{write_json, Finished, Resumed, Run, RunSettings, StepEnd, RUN_KEYS};
 pub use schedule::LrSchedule;

@@ -22,7 +22,7 @@ use std::ops::{ControlFlow, Range};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::budget::TimeBudget;
 use super::checkpoint::{CheckpointMeta, Checkpointer};
@@ -30,23 +30,49 @@ use super::optimizer::Optimizer;
 use crate::error::{io_err, Result};
 use crate::metrics::{plot_metrics, MetricsWriter, Progress};
 
-/// The settings every run config carries (with these names, at its top level).
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// The `[run]` table every run config carries: how long the run is, its seed, and when it
+/// checkpoints, evaluates and stops. Each trainer's config sets its own defaults (documented
+/// there); [`RunSettings::default`] is what a table written from scratch starts from.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
 pub struct RunSettings {
     /// Steps (optimizer steps for pretraining, rollout iterations for RL) the run ends at.
+    /// Default 100.
     pub steps: u64,
-    /// Seed of every draw; stored in each checkpoint.
+    /// Seed of every draw (initialisation, data, noise, masks); stored in each checkpoint.
+    /// Default 0.
     pub seed: u64,
-    /// Checkpoint every this many steps (0 is read as 1); the last step is always saved.
+    /// Checkpoint every this many steps; the last step is always saved. Default 100.
     pub checkpoint_every: u64,
-    /// Checkpoints kept on disk.
+    /// Checkpoints kept on disk. Default 2.
     pub keep_last: usize,
-    /// Wall-clock budget of one invocation, seconds; `None` never runs out.
+    /// Wall-clock budget of one invocation in seconds: the run stops after the step during
+    /// which it runs out, with that step checkpointed and the model saved (and, for the RL
+    /// trainers, evaluated), as if `steps` had been reached; a later invocation resumes.
+    /// Default none (no limit).
     pub max_seconds: Option<f64>,
     /// Intermediate evaluation every this many steps (0 = none; never at the last step, which
-    /// the trainer evaluates in full).
+    /// the trainer evaluates in full). Default 0.
     pub eval_every: u64,
 }
+
+impl Default for RunSettings {
+    fn default() -> Self {
+        Self {
+            steps: 100,
+            seed: 0,
+            checkpoint_every: 100,
+            keep_last: 2,
+            max_seconds: None,
+            eval_every: 0,
+        }
+    }
+}
+
+/// The keys of [`RunSettings`], which configs written before the `[run]` table held at their
+/// top level (`steps = 40` for `[run] steps = 40`); the command line still accepts them there.
+pub const RUN_KEYS: [&str; 6] =
+    ["steps", "seed", "checkpoint_every", "keep_last", "max_seconds", "eval_every"];
 
 impl RunSettings {
     /// Checks the values before any work: `steps` and `checkpoint_every` at least 1 and

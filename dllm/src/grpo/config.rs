@@ -6,7 +6,7 @@ use drift_core::advantage::AdvantageConfig;
 use drift_core::loss::{
     Aggregation, KlEstimator, KlPenalty, PolicyLossConfig, RatioKind, Surrogate,
 };
-use drift_core::train::{AdamWConfig, OptimConfig};
+use drift_core::train::{AdamWConfig, OptimConfig, RunSettings};
 use drift_samplers::dllm::{DecodeConfig, PositionRule, ProposalConfig};
 use serde::{Deserialize, Serialize};
 
@@ -116,8 +116,12 @@ pub struct DllmGrpoConfig {
     pub base: PathBuf,
     /// The recipe. Default coupled-GRPO.
     pub recipe: Recipe,
-    /// RL iterations (rollout batches). Default 30.
-    pub steps: u64,
+    /// Length in RL iterations (rollout batches), seed, evaluation and checkpoint cadence,
+    /// budget: `[run]`. Defaults: 30 iterations, seed 0, an evaluation every 10 iterations
+    /// (and at the start and the end), a checkpoint every 10 (and at the end), 2 kept, no time
+    /// limit (when one runs out, the run stops after that iteration, checkpoints it, then
+    /// evaluates and saves the model as at `steps`).
+    pub run: RunSettings,
     /// Prompts per rollout batch `P`. Default 4.
     pub prompts_per_step: usize,
     /// Samples per prompt `G`. Default: the recipe's.
@@ -145,20 +149,8 @@ pub struct DllmGrpoConfig {
     /// references' 1e-6…5e-6: from `dllm-code-v3`, 1e-4 and 1e-5 lower the held-out pass rate
     /// within 5 iterations (with shuffled rewards as well), 3e-6 keeps it (BENCHMARKS.md).
     pub optim: OptimConfig,
-    /// Evaluate every this many iterations (and at the start and end). Default 10.
-    pub eval_every: u64,
     /// Held-out items in each evaluation. Default 64.
     pub eval_items: usize,
-    /// The run's seed. Default 0.
-    pub seed: u64,
-    /// Checkpoint every this many iterations. Default 10.
-    pub checkpoint_every: u64,
-    /// Checkpoints kept. Default 2.
-    pub keep_last: usize,
-    /// Wall-clock budget of one invocation's iterations in seconds: the run stops after the
-    /// iteration during which it runs out, checkpoints it, then evaluates and saves the model
-    /// as at `steps` (a later invocation resumes). Default none (no limit).
-    pub max_seconds: Option<f64>,
     /// A null control for studies: each group's rewards are permuted (keyed by seed, step and
     /// prompt) before the advantages, so the updates keep their size, their rollouts and their
     /// masks but lose the reward's direction. Logged rewards and pass rates stay the true
@@ -171,7 +163,14 @@ impl Default for DllmGrpoConfig {
         Self {
             base: PathBuf::from("examples/checkpoints/dllm-code-v3"),
             recipe: Recipe::default(),
-            steps: 30,
+            run: RunSettings {
+                steps: 30,
+                seed: 0,
+                checkpoint_every: 10,
+                keep_last: 2,
+                max_seconds: None,
+                eval_every: 10,
+            },
             prompts_per_step: 4,
             group_size: None,
             inner_iterations: None,
@@ -195,12 +194,7 @@ impl Default for DllmGrpoConfig {
                 max_grad_norm: Some(1.0),
                 ..OptimConfig::default()
             },
-            eval_every: 10,
             eval_items: 64,
-            seed: 0,
-            checkpoint_every: 10,
-            keep_last: 2,
-            max_seconds: None,
             shuffle_rewards: false,
         }
     }
@@ -216,18 +210,6 @@ pub struct ResolvedConfig {
 }
 
 impl DllmGrpoConfig {
-    /// The run skeleton's settings.
-    pub fn run_settings(&self) -> drift_core::train::RunSettings {
-        drift_core::train::RunSettings {
-            steps: self.steps,
-            seed: self.seed,
-            checkpoint_every: self.checkpoint_every,
-            keep_last: self.keep_last,
-            max_seconds: self.max_seconds,
-            eval_every: self.eval_every,
-        }
-    }
-
     /// Fills the unset fields from the recipe and checks every value, naming the field at fault.
     pub fn resolved(&self) -> Result<ResolvedConfig> {
         let r = self.recipe.parts(self.decode.gen_length);
@@ -241,7 +223,7 @@ impl DllmGrpoConfig {
         let bad = |key: &'static str, value: String, expected: &str| {
             Err(DllmError::Config { key, value, expected: expected.into() })
         };
-        self.run_settings().validate()?;
+        self.run.validate()?;
         self.optim.validate()?;
         if self.prompts_per_step == 0 {
             return bad("prompts_per_step", "0".into(), "at least 1");

@@ -93,7 +93,7 @@ pub fn sample_batch<T: TextTask>(
     let (p, g) = (c.prompts_per_step, cfg.parts.group_size);
     let t0 = Instant::now();
     let group_items: Vec<T::Item> =
-        (0..p as u64).map(|i| task.train_item(c.seed, step * p as u64 + i)).collect();
+        (0..p as u64).map(|i| task.train_item(c.run.seed, step * p as u64 + i)).collect();
     let prompts = group_items.iter().map(|i| task.prompt_ids(i)).collect::<Result<Vec<_>>>()?;
     let batch = DecodeBatch {
         prompts: &prompts,
@@ -103,7 +103,8 @@ pub fn sample_batch<T: TextTask>(
         padding: Padding::Visible,
         first_row: step * (p * g) as u64,
     };
-    let trajectory = decode(model, &c.decode, &batch, rollout_key(c.seed, step), model.device())?;
+    let trajectory =
+        decode(model, &c.decode, &batch, rollout_key(c.run.seed, step), model.device())?;
     let tokens = trajectory.tokens.to_vec2::<u32>()?;
     let cmask = trajectory.completion_mask.to_vec2::<f32>()?;
     let pl = trajectory.prompt_len;
@@ -135,7 +136,7 @@ pub fn sample_batch<T: TextTask>(
     let groups = Groups::contiguous(p, g, dev)?;
     let mut r: Vec<f32> = scores.iter().map(|s| s.reward as f32).collect();
     if c.shuffle_rewards {
-        shuffle_within_groups(&mut r, g, rollout_key(c.seed, step).stream("shuffle_rewards"));
+        shuffle_within_groups(&mut r, g, rollout_key(c.run.seed, step).stream("shuffle_rewards"));
     }
     let adv = group_advantages(&Tensor::from_vec(r, p * g, dev)?, &groups, &cfg.parts.advantage)?;
     let degenerate = adv.degenerate_groups()?;

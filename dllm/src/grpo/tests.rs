@@ -5,7 +5,7 @@ use std::path::Path;
 
 use candle_core::Device;
 use drift_core::rng::RngKey;
-use drift_core::train::{AdamWConfig, OptimConfig, Optimizer, ParamSet};
+use drift_core::train::{AdamWConfig, OptimConfig, Optimizer, ParamSet, RunSettings};
 use drift_samplers::dllm::{DecodeConfig, PositionRule, ProposalConfig};
 use drift_samplers::MaskPredictor;
 
@@ -68,7 +68,7 @@ fn toy_config(base: &Path, recipe: Recipe) -> DllmGrpoConfig {
     DllmGrpoConfig {
         base: base.to_path_buf(),
         recipe,
-        steps: 2,
+        run: RunSettings { steps: 2, eval_every: 0, checkpoint_every: 1, ..Default::default() },
         prompts_per_step: 2,
         group_size: Some(4),
         inner_iterations: Some(1),
@@ -88,9 +88,7 @@ fn toy_config(base: &Path, recipe: Recipe) -> DllmGrpoConfig {
             max_grad_norm: Some(1.0),
             ..OptimConfig::default()
         },
-        eval_every: 0,
         eval_items: 4,
-        checkpoint_every: 1,
         ..DllmGrpoConfig::default()
     }
 }
@@ -158,19 +156,22 @@ fn a_resumed_run_or_one_cut_by_its_time_budget_equals_an_uninterrupted_one() {
     let dir = tempfile::tempdir().unwrap();
     random_base(&dir.path().join("base"));
     let dev = Device::Cpu;
-    let cfg =
-        DllmGrpoConfig { steps: 3, ..toy_config(&dir.path().join("base"), Recipe::CoupledGrpo) };
+    let mut cfg = toy_config(&dir.path().join("base"), Recipe::CoupledGrpo);
+    cfg.run.steps = 3;
     let whole = dir.path().join("whole");
     train_dllm_grpo(&cfg, "", &toy(), &whole, &dev).unwrap();
     let split = dir.path().join("split");
-    train_dllm_grpo(&DllmGrpoConfig { steps: 2, ..cfg.clone() }, "", &toy(), &split, &dev).unwrap();
+    let mut cfg2 = cfg.clone();
+    cfg2.run.steps = 2;
+    train_dllm_grpo(&cfg2, "", &toy(), &split, &dev).unwrap();
     let report = train_dllm_grpo(&cfg, "", &toy(), &split, &dev).unwrap();
     assert_eq!(metrics_without_times(&whole), metrics_without_times(&split));
     assert!(report.model_dir.join("config.json").exists());
     assert!(report.curves.exists());
     // A budget spent before the first iteration ends: the run stops after it, checkpointed,
     // evaluated and saved, and running it again completes it exactly.
-    let budgeted = DllmGrpoConfig { max_seconds: Some(1e-9), ..cfg.clone() };
+    let mut budgeted = cfg.clone();
+    budgeted.run.max_seconds = Some(1e-9);
     let cut = dir.path().join("cut");
     let first = train_dllm_grpo(&budgeted, "", &toy(), &cut, &dev).unwrap();
     assert_eq!(first.steps, 1);
@@ -178,7 +179,8 @@ fn a_resumed_run_or_one_cut_by_its_time_budget_equals_an_uninterrupted_one() {
     assert!(cut.join("summary.json").exists() && cut.join("checkpoints/step-00000001").is_dir());
     assert_eq!(train_dllm_grpo(&cfg, "", &toy(), &cut, &dev).unwrap().steps, 3);
     assert_eq!(metrics_without_times(&whole), metrics_without_times(&cut));
-    let bad = DllmGrpoConfig { max_seconds: Some(-1.0), ..cfg };
+    let mut bad = cfg;
+    bad.run.max_seconds = Some(-1.0);
     let err = train_dllm_grpo(&bad, "", &toy(), &dir.path().join("bad"), &dev).unwrap_err();
     assert!(err.to_string().contains("max_seconds"), "{err}");
 }
@@ -187,15 +189,15 @@ fn a_resumed_run_or_one_cut_by_its_time_budget_equals_an_uninterrupted_one() {
 fn toy_reward_rises_under_coupled_grpo() {
     let dir = tempfile::tempdir().unwrap();
     random_base(&dir.path().join("base"));
-    let cfg = DllmGrpoConfig {
-        steps: 25,
+    let mut cfg = DllmGrpoConfig {
         prompts_per_step: 2,
         group_size: Some(8),
         inner_iterations: Some(2),
         micro_batch: 16,
-        checkpoint_every: 100,
         ..toy_config(&dir.path().join("base"), Recipe::CoupledGrpo)
     };
+    cfg.run.steps = 25;
+    cfg.run.checkpoint_every = 100;
     let run = dir.path().join("run");
     train_dllm_grpo(&cfg, "", &toy(), &run, &Device::Cpu).unwrap();
     let rewards: Vec<f64> = std::fs::read_to_string(run.join("metrics.jsonl"))

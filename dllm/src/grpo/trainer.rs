@@ -88,7 +88,7 @@ pub fn train_dllm_grpo<T: TextTask>(
     let mut m = load_models(cfg, device)?;
     let label = format!("{:?}", cfg.recipe).to_lowercase();
     let (mut run, resumed) =
-        Run::open(run_dir, cfg.run_settings(), config_text, &label, "iteration", &mut m.opt)?;
+        Run::open(run_dir, cfg.run, config_text, &label, "iteration", &mut m.opt)?;
     let base = match resumed {
         Resumed::From { dir, meta } => {
             if cfg.ref_refresh_every > 0 {

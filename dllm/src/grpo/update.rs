@@ -28,7 +28,7 @@ pub fn batch_log_probs<I>(
     step: u64,
     it: usize,
 ) -> Result<(Tensor, usize)> {
-    let key = estimate_key(cfg.given.seed, step, it);
+    let key = estimate_key(cfg.given.run.seed, step, it);
     let (mut parts, mut rows) = (Vec::new(), 0);
     for start in (0..batch.len()).step_by(cfg.given.micro_batch) {
         let n = cfg.given.micro_batch.min(batch.len() - start);
@@ -66,7 +66,7 @@ pub fn update<I>(
     it: usize,
     opt: &mut Optimizer,
 ) -> Result<UpdateReport> {
-    let key = estimate_key(cfg.given.seed, step, it);
+    let key = estimate_key(cfg.given.run.seed, step, it);
     let b = batch.len();
     let mask = batch.trajectory.completion_mask.to_dtype(DType::F32)?;
     let shares =

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use drift_core::advantage::AdvantageConfig;
 use drift_core::loss::PolicyLossConfig;
-use drift_core::train::{AdamWConfig, EmaConfig, OptimConfig};
+use drift_core::train::{AdamWConfig, EmaConfig, OptimConfig, RunSettings};
 use drift_samplers::flow::{RolloutConfig, ScheduleConfig, StepKind};
 use serde::{Deserialize, Serialize};
 
@@ -32,8 +32,12 @@ pub struct FlowGrpoConfig {
     /// The base model directory (`config.json` + `model.safetensors`): the initial policy and
     /// the frozen KL reference. Default `examples/checkpoints/flow-shapes-v2`.
     pub base: PathBuf,
-    /// RL iterations (rollout batch + its updates). Default 40.
-    pub steps: u64,
+    /// Length in RL iterations (rollout batch + its updates), seed (prompts, noise),
+    /// evaluation and checkpoint cadence, budget: `[run]`. Defaults: 40 iterations, seed 0,
+    /// an evaluation every 20 iterations (and always at the start and the end), a checkpoint
+    /// every 10 (and at the end), 2 kept, no time limit (when one runs out, the run stops after
+    /// that iteration, checkpoints it, then evaluates and saves the model as at `steps`).
+    pub run: RunSettings,
     /// Prompts per iteration `P`. Default 8.
     pub prompts_per_step: usize,
     /// Images per prompt `G`. Default 8 (Flow-GRPO: 24 on 8 GPUs, scaled down).
@@ -87,8 +91,6 @@ pub struct FlowGrpoConfig {
     /// AdamW, schedule, clipping, EMA. Default lr 1e-4 (1e-3 collapsed the v2 base in 20
     /// iterations), wd 1e-4, clip 1.0, EMA 0.9 every step.
     pub optim: OptimConfig,
-    /// Evaluate every this many iterations (and at the start and the end). Default 20.
-    pub eval_every: u64,
     /// Held-out prompts evaluated at the intermediate evaluations; the first and the last
     /// evaluation always use every held-out prompt. Default 96.
     pub eval_prompts: usize,
@@ -96,16 +98,6 @@ pub struct FlowGrpoConfig {
     pub diversity_prompts: usize,
     /// Samples per prompt of the diversity measure. Default 4.
     pub diversity_samples: usize,
-    /// Seed of every draw (prompts, noise). Default 0.
-    pub seed: u64,
-    /// Checkpoint every this many iterations (and at the end). Default 10.
-    pub checkpoint_every: u64,
-    /// Checkpoints kept. Default 2.
-    pub keep_last: usize,
-    /// Wall-clock budget of one invocation's iterations in seconds: the run stops after the
-    /// iteration during which it runs out, checkpoints it, then evaluates and saves the model
-    /// as at `steps` (a later invocation resumes). Default none (no limit).
-    pub max_seconds: Option<f64>,
     /// A null control for studies: each group's rewards are permuted (keyed by seed, step and
     /// prompt) before the advantages, so the updates keep their size, their rollouts and
     /// their zero-advantage masks but lose the reward's direction. Logged rewards and strict
@@ -132,7 +124,14 @@ impl Default for FlowGrpoConfig {
         advantage.scale = drift_core::advantage::Scale::BatchStd;
         Self {
             base: PathBuf::from("examples/checkpoints/flow-shapes-v2"),
-            steps: 40,
+            run: RunSettings {
+                steps: 40,
+                seed: 0,
+                checkpoint_every: 10,
+                keep_last: 2,
+                max_seconds: None,
+                eval_every: 20,
+            },
             prompts_per_step: 8,
             group_size: 8,
             rewards: vec![RewardTerm { name: "geneval".into(), weight: 1.0 }],
@@ -158,14 +157,9 @@ impl Default for FlowGrpoConfig {
                 ema: Some(EmaConfig { decay: 0.9, every: 1 }),
                 ..OptimConfig::default()
             },
-            eval_every: 20,
             eval_prompts: 96,
             diversity_prompts: 8,
             diversity_samples: 4,
-            seed: 0,
-            checkpoint_every: 10,
-            keep_last: 2,
-            max_seconds: None,
             shuffle_rewards: false,
             prompts: None,
             eval_images_per_category: 48,
@@ -212,18 +206,6 @@ fn bad(field: &'static str, value: impl ToString, expected: &str) -> FlowModelEr
 }
 
 impl FlowGrpoConfig {
-    /// The run skeleton's settings.
-    pub fn run_settings(&self) -> drift_core::train::RunSettings {
-        drift_core::train::RunSettings {
-            steps: self.steps,
-            seed: self.seed,
-            checkpoint_every: self.checkpoint_every,
-            keep_last: self.keep_last,
-            max_seconds: self.max_seconds,
-            eval_every: self.eval_every,
-        }
-    }
-
     /// Samples per rollout batch, `P · G`.
     pub fn batch_size(&self) -> usize {
         self.prompts_per_step * self.group_size
@@ -237,7 +219,7 @@ impl FlowGrpoConfig {
 
     /// Checks every field's domain, naming the field at fault.
     pub fn validate(&self) -> Result<()> {
-        self.run_settings().validate()?;
+        self.run.validate()?;
         self.optim.validate()?;
         if self.prompts_per_step == 0 {
             return Err(bad("prompts_per_step", 0, "at least 1"));

@@ -94,11 +94,11 @@ pub fn sample_batch<T: ImageTask>(
     let dev = model.device().clone();
     let (p, g) = (cfg.prompts_per_step, cfg.group_size);
     let group_prompts: Vec<T::Prompt> =
-        (0..p as u64).map(|i| task.train_prompt(cfg.seed, step * p as u64 + i)).collect();
+        (0..p as u64).map(|i| task.train_prompt(cfg.run.seed, step * p as u64 + i)).collect();
     let prompts: Vec<T::Prompt> =
         group_prompts.iter().flat_map(|q| std::iter::repeat_n(q.clone(), g)).collect();
     let cond = task.encode(&prompts, &dev)?;
-    let key = rollout_key(cfg.seed, step);
+    let key = rollout_key(cfg.run.seed, step);
     let mc = model.config();
     let mut parts = Vec::new();
     for start_row in (0..prompts.len()).step_by(cfg.micro_batch) {

@@ -5,7 +5,7 @@ use std::path::Path;
 use candle_core::{DType, Device, Tensor};
 use candle_nn::{VarBuilder, VarMap};
 use drift_core::rng::RngKey;
-use drift_core::train::{Optimizer, ParamSet};
+use drift_core::train::{Optimizer, ParamSet, RunSettings};
 use drift_rewards::image::Image;
 use drift_rewards::reward::{Evaluation, ImageSample, Reward};
 use drift_rewards::RewardError;
@@ -87,16 +87,14 @@ fn random_base(dir: &Path) -> DitConfig {
 fn toy_config(base: &Path) -> FlowGrpoConfig {
     let mut cfg = FlowGrpoConfig {
         base: base.to_path_buf(),
-        steps: 2,
+        run: RunSettings { steps: 2, eval_every: 1, checkpoint_every: 1, ..Default::default() },
         prompts_per_step: 2,
         group_size: 4,
         eval_steps: 4,
         micro_batch: 3,
-        eval_every: 1,
         eval_prompts: 2,
         diversity_prompts: 2,
         diversity_samples: 2,
-        checkpoint_every: 1,
         ..FlowGrpoConfig::default()
     };
     cfg.schedule.steps = 4;
@@ -261,11 +259,13 @@ fn a_resumed_run_or_one_cut_by_its_time_budget_equals_an_uninterrupted_one() {
     let base = tempfile::tempdir().unwrap();
     random_base(base.path());
     let task = ToyTask::new();
-    let cfg3 = FlowGrpoConfig { steps: 3, ..toy_config(base.path()) };
+    let mut cfg3 = toy_config(base.path());
+    cfg3.run.steps = 3;
     let whole = tempfile::tempdir().unwrap();
     let a = train_flow_grpo(&cfg3, "", &task, &Brightness, whole.path(), &Device::Cpu).unwrap();
     let split = tempfile::tempdir().unwrap();
-    let cfg2 = FlowGrpoConfig { steps: 2, ..cfg3.clone() };
+    let mut cfg2 = cfg3.clone();
+    cfg2.run.steps = 2;
     train_flow_grpo(&cfg2, "", &task, &Brightness, split.path(), &Device::Cpu).unwrap();
     let b = train_flow_grpo(&cfg3, "", &task, &Brightness, split.path(), &Device::Cpu).unwrap();
     // The resumed run reads its base evaluation back from the checkpoint (JSON).
@@ -276,7 +276,8 @@ fn a_resumed_run_or_one_cut_by_its_time_budget_equals_an_uninterrupted_one() {
     // A budget spent before the first iteration ends: the run stops after it, checkpointed,
     // evaluated and saved, and running it again completes it exactly.
     let cut = tempfile::tempdir().unwrap();
-    let budgeted = FlowGrpoConfig { max_seconds: Some(1e-9), ..cfg3.clone() };
+    let mut budgeted = cfg3.clone();
+    budgeted.run.max_seconds = Some(1e-9);
     let first =
         train_flow_grpo(&budgeted, "", &task, &Brightness, cut.path(), &Device::Cpu).unwrap();
     assert_eq!(first.steps, 1);
@@ -325,14 +326,14 @@ fn learn_brightness(reward: &ImageReward<Vec<u32>>, shuffle_rewards: bool) -> (f
     let base = tempfile::tempdir().unwrap();
     random_base(base.path());
     let mut cfg = FlowGrpoConfig {
-        steps: 8,
         prompts_per_step: 2,
         group_size: 6,
         micro_batch: 12,
-        eval_every: 100,
         shuffle_rewards,
         ..toy_config(base.path())
     };
+    cfg.run.steps = 8;
+    cfg.run.eval_every = 100;
     cfg.optim.adamw.lr = 3e-3;
     cfg.optim.ema = None;
     cfg.loss.kl = None;

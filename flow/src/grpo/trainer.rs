@@ -67,7 +67,7 @@ fn load_models(cfg: &FlowGrpoConfig, device: &Device) -> Result<Models> {
 }
 
 fn eval_sampling(cfg: &FlowGrpoConfig) -> EvalSampling {
-    EvalSampling { steps: cfg.eval_steps, guidance: cfg.guidance, seed: cfg.seed, batch: 32 }
+    EvalSampling { steps: cfg.eval_steps, guidance: cfg.guidance, seed: cfg.run.seed, batch: 32 }
 }
 
 /// Evaluates the view (under the EMA weights when configured) on `n` held-out prompts spread
@@ -189,7 +189,7 @@ pub fn train_flow_grpo<T: ImageTask>(
     let mut m = load_models(cfg, device)?;
     let schedule = Schedule::new(&cfg.schedule)?;
     let (mut run, resumed) =
-        Run::open(run_dir, cfg.run_settings(), config_text, "flow-grpo", "iteration", &mut m.opt)?;
+        Run::open(run_dir, cfg.run, config_text, "flow-grpo", "iteration", &mut m.opt)?;
     std::fs::create_dir_all(run_dir.join("eval")).map_err(|e| io_err(run_dir, e))?;
     let grid_before = run_dir.join("eval/before.png");
     let base = match resumed {
