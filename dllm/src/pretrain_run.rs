@@ -20,7 +20,7 @@ use std::time::Instant;
 
 use candle_core::{Device, Tensor};
 use drift_core::rng::RngKey;
-use drift_core::train::{Grads, OptimConfig, Optimizer, ParamSet, Run, RunSettings, TailMean};
+use drift_core::train::{Finished, OptimConfig, Optimizer, ParamSet, Run, RunSettings, TailMean};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{DllmError, Result};
@@ -226,20 +226,15 @@ pub struct PretrainDllmReport {
     /// The saved model directory (config.json, model.safetensors, tokenizer; EMA weights
     /// when an EMA is configured).
     pub model_dir: PathBuf,
-    /// The metrics file.
-    pub metrics: PathBuf,
-    /// Its PNG curves.
-    pub curves: PathBuf,
     /// Mean loss over the last 10% of `steps` (of this invocation; NaN when none ran).
     pub final_loss: f64,
-    /// The step the run ended at: `steps`, or fewer when `max_seconds` ran out.
-    pub steps: u64,
     /// Parameters of the model.
     pub parameters: usize,
     /// Training throughput of this invocation, tokens (`B · T`, padding included) per second.
     pub tokens_per_s: f64,
-    /// Wall time of this invocation in seconds.
-    pub seconds: f64,
+    /// The step reached, wall time (of the whole invocation), `metrics.jsonl` and
+    /// `curves.png`.
+    pub run: Finished,
 }
 
 /// The model a run starts from: `cfg.init_from`'s weights (trainable) when set, after
@@ -304,9 +299,7 @@ pub fn pretrain_dllm(
             key.stream("mask").step(step),
             cfg.mask_eps,
         )?;
-        let value = f64::from(loss.to_scalar::<f32>()?);
-        let grads = Grads::from_store(&loss.backward()?, opt.params(), 1.0)?;
-        let report = opt.step(value, grads)?;
+        let (value, report) = opt.minimize(&loss)?;
         if let Some(reason) = report.skipped {
             run.println(&format!("step {step}: skipped ({reason:?})"));
         }
@@ -337,13 +330,10 @@ pub fn pretrain_dllm(
     let final_loss = tail.mean();
     Ok(PretrainDllmReport {
         model_dir,
-        metrics: finished.metrics,
-        curves: finished.curves,
         final_loss,
-        steps: finished.steps,
         parameters: model.num_parameters(),
         tokens_per_s: tokens as f64 / train_seconds.max(1e-9),
-        seconds: start.elapsed().as_secs_f64(),
+        run: Finished { seconds: start.elapsed().as_secs_f64(), ..finished },
     })
 }
 
@@ -407,7 +397,7 @@ mod tests {
         let half = PretrainDllmConfig { run: RunSettings { steps: 20, ..cfg.run }, ..cfg.clone() };
         pretrain_dllm(&half, "", dir.path(), &Device::Cpu, &tok, data).unwrap();
         let r = pretrain_dllm(&cfg, "", dir.path(), &Device::Cpu, &tok, data).unwrap();
-        let rows = drift_core::metrics::read_metrics(&r.metrics).unwrap();
+        let rows = drift_core::metrics::read_metrics(&r.run.metrics).unwrap();
         assert_eq!(rows.len(), 40, "the resumed run continues the metrics file");
         let mean = |r: std::ops::Range<usize>| {
             r.clone().map(|i| rows[i]["loss/total"].as_f64().unwrap()).sum::<f64>() / r.len() as f64

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use candle_core::{DType, Device, Tensor};
 use candle_nn::{VarBuilder, VarMap};
 use drift_core::rng::RngKey;
-use drift_core::train::{Grads, OptimConfig, Optimizer, ParamSet, Run, RunSettings, TailMean};
+use drift_core::train::{Finished, OptimConfig, Optimizer, ParamSet, Run, RunSettings, TailMean};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{FlowModelError, Result};
@@ -64,16 +64,10 @@ pub struct PretrainReport {
     /// The saved model directory (`config.json` + `model.safetensors`; EMA weights when an EMA
     /// is configured).
     pub model_dir: PathBuf,
-    /// The metrics file and its PNG curves.
-    pub metrics: PathBuf,
-    /// The curves.
-    pub curves: PathBuf,
     /// Mean loss over the last 10% of `steps` (of the steps this invocation ran).
     pub final_loss: f64,
-    /// The step the run ended at: `steps`, or fewer when `max_seconds` ran out.
-    pub steps: u64,
-    /// Wall time in seconds.
-    pub seconds: f64,
+    /// The step reached, wall time, `metrics.jsonl` and `curves.png`.
+    pub run: Finished,
 }
 
 /// Trains a DiT with the flow-matching loss on `data(step, batch) → (images[B, C, H, W] in
@@ -98,9 +92,7 @@ pub fn pretrain_flow(
         let (x0, ids) = data(step, cfg.batch)?;
         let rows: Vec<u64> = (0..cfg.batch as u64).collect();
         let loss = flow_matching_loss(&model, &x0, &ids, &cfg.loss, key.step(step), &rows)?;
-        let value = f64::from(loss.to_scalar::<f32>()?);
-        let grads = Grads::from_store(&loss.backward()?, opt.params(), 1.0)?;
-        let report = opt.step(value, grads)?;
+        let (value, report) = opt.minimize(&loss)?;
         if let Some(reason) = report.skipped {
             run.println(&format!("step {step}: skipped ({reason:?})"));
         }
@@ -121,12 +113,5 @@ pub fn pretrain_flow(
     let model_dir = run_dir.join("model");
     save_dit(&model_dir, &cfg.model, &weights)?;
     let finished = run.finish(&["loss/total", "grad/norm"])?;
-    Ok(PretrainReport {
-        model_dir,
-        steps: finished.steps,
-        metrics: finished.metrics,
-        curves: finished.curves,
-        final_loss: tail.mean(),
-        seconds: finished.seconds,
-    })
+    Ok(PretrainReport { model_dir, final_loss: tail.mean(), run: finished })
 }

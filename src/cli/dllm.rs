@@ -87,14 +87,14 @@ pub fn pretrain(
     })?;
     outln!("parameters: {}", report.parameters);
     outln!("final loss (mean of the last 10% of steps): {:.5}", report.final_loss);
-    if report.steps < cfg.run.steps {
-        outln!("stopped by max_seconds after step {} of {}", report.steps, cfg.run.steps);
+    if report.run.steps < cfg.run.steps {
+        outln!("stopped by max_seconds after step {} of {}", report.run.steps, cfg.run.steps);
     }
     outln!("throughput: {:.0} tokens/s", report.tokens_per_s);
-    outln!("wall time: {:.1} s", report.seconds);
+    outln!("wall time: {:.1} s", report.run.seconds);
     outln!("model:   {}", report.model_dir.display());
-    outln!("metrics: {}", report.metrics.display());
-    outln!("curves:  {}", report.curves.display());
+    outln!("metrics: {}", report.run.metrics.display());
+    outln!("curves:  {}", report.run.curves.display());
     Ok(())
 }
 
@@ -124,8 +124,8 @@ pub fn train(
         rc.parts.inner_iterations,
         rc.parts.group_size
     );
-    if r.steps < cfg.run.steps {
-        outln!("stopped by max_seconds after iteration {} of {}", r.steps, cfg.run.steps);
+    if r.run.steps < cfg.run.steps {
+        outln!("stopped by max_seconds after iteration {} of {}", r.run.steps, cfg.run.steps);
     }
     outln!(
         "held-out pass rate ({} items, greedy, {} steps): base {:.1}% -> trained {:.1}%",
@@ -139,9 +139,9 @@ pub fn train(
         r.base.reward_mean,
         r.trained.reward_mean
     );
-    outln!("wall time: {:.1} s", r.seconds);
-    outln!("metrics: {}", r.metrics.display());
-    outln!("curves:  {}", r.curves.display());
+    outln!("wall time: {:.1} s", r.run.seconds);
+    outln!("metrics: {}", r.run.metrics.display());
+    outln!("curves:  {}", r.run.curves.display());
     outln!("model:   {}", r.model_dir.display());
     Ok(())
 }

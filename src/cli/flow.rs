@@ -78,13 +78,13 @@ pub fn pretrain(
         })
     })?;
     outln!("final loss (mean of the last 10% of steps): {:.5}", report.final_loss);
-    if report.steps < cfg.run.steps {
-        outln!("stopped by max_seconds after step {} of {}", report.steps, cfg.run.steps);
+    if report.run.steps < cfg.run.steps {
+        outln!("stopped by max_seconds after step {} of {}", report.run.steps, cfg.run.steps);
     }
-    outln!("wall time: {:.1} s", report.seconds);
+    outln!("wall time: {:.1} s", report.run.seconds);
     outln!("model:   {}", report.model_dir.display());
-    outln!("metrics: {}", report.metrics.display());
-    outln!("curves:  {}", report.curves.display());
+    outln!("metrics: {}", report.run.metrics.display());
+    outln!("curves:  {}", report.run.curves.display());
     Ok(())
 }
 
@@ -108,8 +108,8 @@ pub fn train(
     super::resume::prepare_run_dir(out, &text, force)?;
     let r = train_flow_grpo(&cfg, &text, &task, reward.as_ref(), out, dev)?;
     let pct = |x: Option<f64>| x.map_or("n/a".to_string(), |v| format!("{:.1}%", 100.0 * v));
-    if r.steps < cfg.run.steps {
-        outln!("stopped by max_seconds after iteration {} of {}", r.steps, cfg.run.steps);
+    if r.run.steps < cfg.run.steps {
+        outln!("stopped by max_seconds after iteration {} of {}", r.run.steps, cfg.run.steps);
     }
     let table = category_table(&r.base, &r.trained);
     std::fs::write(out.join("categories.md"), &table)?;
@@ -134,9 +134,9 @@ pub fn train(
         r.base.diversity.unwrap_or(f64::NAN),
         r.trained.diversity.unwrap_or(f64::NAN)
     );
-    outln!("wall time: {:.1} s", r.seconds);
-    outln!("metrics: {}", r.metrics.display());
-    outln!("curves:  {}", r.curves.display());
+    outln!("wall time: {:.1} s", r.run.seconds);
+    outln!("metrics: {}", r.run.metrics.display());
+    outln!("curves:  {}", r.run.curves.display());
     outln!("grids:   {} (before), {} (after)", r.grid_before.display(), r.grid_after.display());
     outln!("model:   {}", r.model_dir.display());
     Ok(())

@@ -104,6 +104,15 @@ impl Optimizer {
         Ok(Self { adamw: AdamW::new(cfg.adamw)?, cfg, params, ema, step: 0, skipped: 0 })
     }
 
+    /// One step down the gradient of the scalar `loss` (no accumulation, as a pretraining
+    /// step): back-propagates it into this optimizer's parameters and [`Optimizer::step`]s.
+    /// Returns the loss value and the report.
+    pub fn minimize(&mut self, loss: &candle_core::Tensor) -> Result<(f64, StepReport)> {
+        let value = f64::from(loss.to_scalar::<f32>()?);
+        let grads = Grads::from_store(&loss.backward()?, &self.params, 1.0)?;
+        Ok((value, self.step(value, grads)?))
+    }
+
     /// Applies `grads` unless `loss` or a gradient is not finite; a skipped step leaves the
     /// weights, the moments, the schedule position and the EMA exactly as they were.
     pub fn step(&mut self, loss: f64, mut grads: Grads) -> Result<StepReport> {

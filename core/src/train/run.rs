@@ -116,10 +116,11 @@ pub struct StepEnd {
     pub eval_due: bool,
 }
 
-/// What a finished run reports.
-#[derive(Debug, Clone)]
+/// What every finished run reports (flattened into each trainer's report and `summary.json`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Finished {
     /// The step the run ended at: `steps`, or fewer when `max_seconds` ran out.
+    #[serde(default)]
     pub steps: u64,
     /// Wall time of this invocation, seconds.
     pub seconds: f64,

@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use candle_core::Device;
 use drift_core::metrics::mean_std;
-use drift_core::train::{write_json, Optimizer, ParamSet, Resumed, Run};
+use drift_core::train::{write_json, Finished, Optimizer, ParamSet, Resumed, Run};
 use serde::{Deserialize, Serialize};
 
 use super::config::{DllmGrpoConfig, ResolvedConfig};
@@ -24,17 +24,11 @@ pub struct DllmGrpoReport {
     pub base: EvalReport,
     /// The trained model's.
     pub trained: EvalReport,
-    /// `metrics.jsonl`.
-    pub metrics: PathBuf,
-    /// `curves.png`.
-    pub curves: PathBuf,
     /// The trained model (Hugging Face layout).
     pub model_dir: PathBuf,
-    /// The iteration the run ended at: `steps`, or fewer when `max_seconds` ran out.
-    #[serde(default)]
-    pub steps: u64,
-    /// Wall time of this invocation.
-    pub seconds: f64,
+    /// The iteration reached, wall time, `metrics.jsonl` and `curves.png`.
+    #[serde(flatten)]
+    pub run: Finished,
 }
 
 /// The curves plotted at the end.
@@ -128,15 +122,7 @@ pub fn train_dllm_grpo<T: TextTask>(
     let model_dir = run_dir.join("model");
     m.policy.save_pretrained(&model_dir)?;
     let finished = run.finish(CURVE_KEYS)?;
-    let report = DllmGrpoReport {
-        base,
-        trained,
-        metrics: finished.metrics,
-        curves: finished.curves,
-        model_dir,
-        steps: finished.steps,
-        seconds: finished.seconds,
-    };
+    let report = DllmGrpoReport { base, trained, model_dir, run: finished };
     write_json(&run_dir.join("summary.json"), &report)?;
     Ok(report)
 }

@@ -280,11 +280,11 @@ fn a_resumed_run_or_one_cut_by_its_time_budget_equals_an_uninterrupted_one() {
     budgeted.run.max_seconds = Some(1e-9);
     let first =
         train_flow_grpo(&budgeted, "", &task, &Brightness, cut.path(), &Device::Cpu).unwrap();
-    assert_eq!(first.steps, 1);
+    assert_eq!(first.run.steps, 1);
     assert!(first.model_dir.join("model.safetensors").exists() && first.grid_after.exists());
     assert!(cut.path().join("checkpoints/step-00000001").is_dir());
     let c = train_flow_grpo(&cfg3, "", &task, &Brightness, cut.path(), &Device::Cpu).unwrap();
-    assert_eq!((a.steps, c.steps), (3, 3));
+    assert_eq!((a.run.steps, c.run.steps), (3, 3));
     assert_same_weights(&a, &c);
     // The iteration lines agree exactly (timings aside): none lost or repeated by the resume.
     let iterations = |p: &Path| -> Vec<Vec<(String, String)>> {
@@ -299,7 +299,7 @@ fn a_resumed_run_or_one_cut_by_its_time_budget_equals_an_uninterrupted_one() {
             })
             .collect()
     };
-    let (ia, ib) = (iterations(&a.metrics), iterations(&b.metrics));
+    let (ia, ib) = (iterations(&a.run.metrics), iterations(&b.run.metrics));
     assert_eq!(ia.len(), 3);
     assert_eq!(ia, ib);
     assert!(whole.path().join("curves.png").exists());

@@ -8,7 +8,7 @@ use std::time::Instant;
 use candle_core::Device;
 use candle_nn::VarBuilder;
 use drift_core::metrics::mean_std;
-use drift_core::train::{detached_view, write_json, Optimizer, ParamSet, Resumed, Run};
+use drift_core::train::{detached_view, write_json, Finished, Optimizer, ParamSet, Resumed, Run};
 use drift_samplers::flow::Schedule;
 use serde::{Deserialize, Serialize};
 
@@ -27,21 +27,16 @@ pub struct FlowGrpoReport {
     pub base: EvalReport,
     /// The trained model (EMA weights when configured) on the full held-out set.
     pub trained: EvalReport,
-    /// The run directory's files.
-    pub metrics: PathBuf,
-    /// Curves of reward, accuracy, KL and clipping.
-    pub curves: PathBuf,
     /// The held-out grid of the base model.
     pub grid_before: PathBuf,
     /// The held-out grid of the trained model.
     pub grid_after: PathBuf,
     /// The trained model (`config.json` + `model.safetensors`).
     pub model_dir: PathBuf,
-    /// The iteration the run ended at: `steps`, or fewer when `max_seconds` ran out.
-    #[serde(default)]
-    pub steps: u64,
-    /// Wall time of this invocation, seconds.
-    pub seconds: f64,
+    /// The iteration reached, wall time, `metrics.jsonl` and `curves.png` (reward, accuracy,
+    /// KL, clipping).
+    #[serde(flatten)]
+    pub run: Finished,
 }
 
 /// The metric keys drawn in `curves.png`.
@@ -238,17 +233,8 @@ pub fn train_flow_grpo<T: ImageTask>(
     let model_dir = run_dir.join("model");
     save_dit(&model_dir, m.policy.config(), &weights)?;
     let finished = run.finish(CURVE_KEYS)?;
-    let report = FlowGrpoReport {
-        base,
-        trained,
-        metrics: finished.metrics,
-        curves: finished.curves,
-        grid_before,
-        grid_after,
-        model_dir,
-        steps: finished.steps,
-        seconds: finished.seconds,
-    };
+    let report =
+        FlowGrpoReport { base, trained, grid_before, grid_after, model_dir, run: finished };
     write_json(&run_dir.join("summary.json"), &report)?;
     Ok(report)
 }
