@@ -128,11 +128,14 @@ pub fn train(
         r.trained.reward_mean
     );
     outln!(
-        "reward-hacking checks: JPEG compressibility {:.4} -> {:.4}, diversity {:.4} -> {:.4}",
+        "reward-hacking checks: JPEG compressibility {:.4} -> {:.4}, diversity {:.4} -> {:.4}, \
+         objects per image {:.2} -> {:.2}",
         r.base.jpeg_compressibility,
         r.trained.jpeg_compressibility,
         r.base.diversity.unwrap_or(f64::NAN),
-        r.trained.diversity.unwrap_or(f64::NAN)
+        r.trained.diversity.unwrap_or(f64::NAN),
+        r.base.objects_per_image.unwrap_or(f64::NAN),
+        r.trained.objects_per_image.unwrap_or(f64::NAN)
     );
     outln!("wall time: {:.1} s", r.run.seconds);
     outln!("metrics: {}", r.run.metrics.display());
@@ -244,13 +247,14 @@ pub fn eval(
         );
     }
     outln!(
-        "{{\"eval\":\"flow/{}\",\"samples\":{},\"ode_steps\":{},\"cfg\":{},\"strict\":{:.4},\"partial\":{:.4},\"seconds\":{:.1}}}",
+        "{{\"eval\":\"flow/{}\",\"samples\":{},\"ode_steps\":{},\"cfg\":{},\"strict\":{:.4},\"partial\":{:.4},\"objects_per_image\":{:.3},\"seconds\":{:.1}}}",
         if prompts.is_some() { "prompts" } else { "held_out" },
         r.samples,
         sampling.steps,
         sampling.guidance,
         r.strict.unwrap_or(f64::NAN),
         r.reward_mean,
+        r.objects_per_image.unwrap_or(f64::NAN),
         t0.elapsed().as_secs_f64()
     );
     if let Some(g) = grid {

@@ -45,6 +45,11 @@ pub struct EvalReport {
     pub categories: Vec<CategoryScore>,
     /// Mean JPEG compressibility `−kB/500` (DDPO) of the images.
     pub jpeg_compressibility: f64,
+    /// Mean number of objects the task's detector finds per image, mentioned by the prompt or
+    /// not (`None` without a detector): a policy that learns to draw more of everything to pass
+    /// "at least one" clauses shows here.
+    #[serde(default)]
+    pub objects_per_image: Option<f64>,
     /// Mean pairwise RMS distance (pixels in `[0, 1]`) between images of the same prompt from
     /// different noise, when measured.
     pub diversity: Option<f64>,
@@ -209,11 +214,16 @@ pub fn evaluate<T: ImageTask>(
             expected: "an image the JPEG encoder accepts".into(),
         })?;
     }
+    let objects: Option<Vec<usize>> = images.iter().map(|im| task.objects(im)).collect();
+    let objects_per_image = objects.map(|o| o.iter().sum::<usize>() as f64 / n);
     if let Some(path) = grid {
+        // 24 images spread over the (category-ordered) list, so every category shows.
         let m = images.len().min(24);
-        let captions: Vec<String> = prompts[..m].iter().map(|p| task.caption(p)).collect();
+        let picks: Vec<usize> = (0..m).map(|i| i * images.len() / m).collect();
+        let captions: Vec<String> = picks.iter().map(|&i| task.caption(&prompts[i])).collect();
         let captions: Vec<&str> = captions.iter().map(String::as_str).collect();
-        write_grid(path, &images[..m], &captions, &GridOptions::default()).map_err(|e| {
+        let shown: Vec<Image> = picks.iter().map(|&i| images[i].clone()).collect();
+        write_grid(path, &shown, &captions, &GridOptions::default()).map_err(|e| {
             FlowModelError::File { path: path.to_path_buf(), reason: e.to_string() }
         })?;
     }
@@ -223,6 +233,7 @@ pub fn evaluate<T: ImageTask>(
         strict,
         categories,
         jpeg_compressibility: jpeg / n,
+        objects_per_image,
         diversity: None,
         seconds: start.elapsed().as_secs_f64(),
     })

@@ -98,6 +98,10 @@ impl ImageTask for ShapesTask {
     fn category(&self, prompt: &Prompt) -> Option<&'static str> {
         Some(prompt.category().name())
     }
+
+    fn objects(&self, image: &Image) -> Option<usize> {
+        Some(shapes::verify::detect(image, &shapes::VerifyOptions::default().segment).len())
+    }
 }
 
 /// One term of a run's reward: a reward by name and its weight.
@@ -161,5 +165,23 @@ pub fn shapes_reward(terms: &[RewardTerm]) -> Result<Arc<ImageReward<Prompt>>> {
             }
             Ok(Arc::new(sum) as Arc<dyn Reward<ImageSample<Prompt>>>)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn objects_counts_every_detection_mentioned_or_not() {
+        let task = ShapesTask::with_eval_images(1).unwrap();
+        let opts = shapes::RenderOptions::default();
+        for (text, n) in [("3 red circles", 3), ("a circle and a square", 2), ("4 squares", 4)] {
+            let p = shapes::from_text(text).unwrap();
+            let image = shapes::layout(&p, 7, &opts).render();
+            assert_eq!(task.objects(&image), Some(n), "{text}");
+        }
+        let blank = Image::filled(32, 32, shapes::scene::BACKGROUND);
+        assert_eq!(task.objects(&blank), Some(0));
     }
 }

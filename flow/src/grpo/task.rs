@@ -34,6 +34,14 @@ pub trait ImageTask {
     fn category(&self, _prompt: &Self::Prompt) -> Option<&'static str> {
         None
     }
+
+    /// How many objects the task's detector finds in `image`, mentioned by the prompt or not:
+    /// a reward-hacking check for verifiers that accept extra objects (GenEval's include
+    /// rule), where a policy can raise its score by drawing more of everything. `None` (the
+    /// default) when the task has no detector.
+    fn objects(&self, _image: &Image) -> Option<usize> {
+        None
+    }
 }
 
 /// The reward a Flow-GRPO run optimises: any reward over image samples of the task's prompts.
