@@ -12,7 +12,7 @@ use drift_core::train::{CheckpointMeta, Checkpointer};
 /// Keys that may change between invocations of one run without changing its trajectory: its
 /// length, wall-clock budget, and checkpoint and evaluation cadence.
 pub const FREE_KEYS: &[&str] =
-    &["steps", "max_seconds", "checkpoint_every", "keep_last", "eval_every"];
+    &["run.steps", "run.max_seconds", "run.checkpoint_every", "run.keep_last", "run.eval_every"];
 
 /// Creates `out`, refuses to resume its newest checkpoint with other settings than `text`
 /// (unless `force`, which only warns), and records `text` as `out/config.toml`.
