@@ -239,6 +239,9 @@ pub fn train_flow_grpo<T: ImageTask>(
     Ok(report)
 }
 
+/// A named value of a metrics line or the progress display.
+type Figure = (&'static str, f64);
+
 /// The updates of one iteration on `batch` (`updates_per_batch` mini-batches, `inner_epochs`
 /// times), and its metrics line and progress figures.
 fn update_and_measure<P>(
@@ -248,7 +251,7 @@ fn update_and_measure<P>(
     schedule: &Schedule,
     run: &Run,
     step: u64,
-) -> Result<(Vec<(&'static str, f64)>, [(&'static str, f64); 2])> {
+) -> Result<(Vec<Figure>, [Figure; 2])> {
     let t_update = Instant::now();
     let b = batch.len();
     let per_update = b.div_ceil(cfg.updates_per_batch);
@@ -276,7 +279,7 @@ fn update_and_measure<P>(
     let report = report.expect("at least one update");
     let first_dev = (diag[0].ratio_min - 1.0).abs().max((diag[0].ratio_max - 1.0).abs());
     let d = *diag.last().expect("at least one update");
-    let mut values: Vec<(&'static str, f64)> = vec![
+    let mut values: Vec<Figure> = vec![
         ("reward/mean", mean),
         ("reward/std", std),
         ("reward/failures", failures as f64),
