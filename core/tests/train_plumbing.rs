@@ -422,6 +422,11 @@ fn the_run_skeleton_resumes_bit_identically_and_stops_on_its_budget() {
     };
     assert_eq!(strip(a_dir.path()), strip(b_dir.path()));
     assert_eq!(strip(a_dir.path()).len(), 7 + 3, "7 steps and evaluations after 2, 4, 6");
+    // A deleted metrics file does not make the run unresumable: a fresh one starts.
+    std::fs::remove_file(b_dir.path().join("metrics.jsonl")).unwrap();
+    let (resumed, reached) = skeleton_run(b_dir.path(), &model(), 9, None);
+    assert!(matches!(resumed, Resumed::From { .. }) && reached == 9);
+    assert_eq!(strip(b_dir.path()).first().map(|r| r.0), Some(8));
     // A spent budget stops the run after its first step, checkpointed.
     let c_dir = tempfile::tempdir().unwrap();
     let (_, reached) = skeleton_run(c_dir.path(), &model(), 7, Some(1e-9));

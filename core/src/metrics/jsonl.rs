@@ -105,3 +105,29 @@ pub fn read_metrics(path: &Path) -> Result<Vec<MetricsRow>> {
     }
     Ok(rows)
 }
+
+/// Drops the lines of a per-step JSONL log (each an object with a `step`) written after
+/// `last_step`, so a run resumed from an older checkpoint than its newest log line does not
+/// log those steps twice. A missing file is left missing; lines without a numeric `step` are
+/// kept.
+pub fn retain_steps_up_to(path: &Path, last_step: u64) -> Result<()> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(io_err(path)(e)),
+    };
+    let kept: String = text
+        .lines()
+        .filter(|line| {
+            let step = serde_json::from_str::<serde_json::Value>(line)
+                .ok()
+                .and_then(|v| v.get("step").and_then(serde_json::Value::as_u64));
+            step.is_none_or(|s| s <= last_step)
+        })
+        .map(|line| format!("{line}\n"))
+        .collect();
+    if kept.len() != text.len() {
+        std::fs::write(path, kept).map_err(io_err(path))?;
+    }
+    Ok(())
+}

@@ -10,7 +10,7 @@ mod plot;
 mod progress;
 
 pub use chart::{LineChart, Series};
-pub use jsonl::{read_metrics, MetricsRow, MetricsWriter};
+pub use jsonl::{read_metrics, retain_steps_up_to, MetricsRow, MetricsWriter};
 pub use plot::plot_metrics;
 pub use progress::Progress;
 

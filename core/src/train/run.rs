@@ -173,7 +173,18 @@ impl Run {
             Some(d) => {
                 let meta = Checkpointer::load(&d, opt)?;
                 eprintln!("resuming from {} ({unit} {})", d.display(), meta.step);
-                let log = MetricsWriter::open(&metrics, Some(meta.metrics_cursor))?;
+                let log = if metrics.exists() {
+                    MetricsWriter::open(&metrics, Some(meta.metrics_cursor))?
+                } else {
+                    // The weights and optimizer state are intact: go on, with a fresh log.
+                    eprintln!(
+                        "warning: {} is missing; a new one starts at {unit} {} (earlier lines \
+                         are lost)",
+                        metrics.display(),
+                        meta.step
+                    );
+                    MetricsWriter::create(&metrics)?
+                };
                 (meta.step, log, Resumed::From { dir: d, meta })
             }
             None => (0, MetricsWriter::create(&metrics)?, Resumed::Fresh),

@@ -267,7 +267,19 @@ fn a_resumed_run_or_one_cut_by_its_time_budget_equals_an_uninterrupted_one() {
     let mut cfg2 = cfg3.clone();
     cfg2.run.steps = 2;
     train_flow_grpo(&cfg2, "", &task, &Brightness, split.path(), &Device::Cpu).unwrap();
+    // Resume from an older checkpoint than the newest log lines (as after a kill between a
+    // log line and its checkpoint): iteration 2 is run again and logged once.
+    std::fs::remove_dir_all(split.path().join("checkpoints/step-00000002")).unwrap();
     let b = train_flow_grpo(&cfg3, "", &task, &Brightness, split.path(), &Device::Cpu).unwrap();
+    let steps_logged = |dir: &Path| -> Vec<u64> {
+        drift_core::metrics::read_metrics(&dir.join("prompts.jsonl"))
+            .unwrap()
+            .iter()
+            .map(|r| r["step"].as_u64().unwrap())
+            .collect()
+    };
+    assert_eq!(steps_logged(split.path()), steps_logged(whole.path()));
+    assert_eq!(steps_logged(whole.path()).len(), 3 * 2, "3 iterations of 2 prompts");
     // The resumed run reads its base evaluation back from the checkpoint (JSON).
     assert!((a.base.reward_mean - b.base.reward_mean).abs() < 1e-12);
     assert_eq!(a.base.strict, b.base.strict);

@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use candle_core::Device;
 use candle_nn::VarBuilder;
-use drift_core::metrics::mean_std;
+use drift_core::metrics::{mean_std, retain_steps_up_to};
 use drift_core::train::{detached_view, write_json, Finished, Optimizer, ParamSet, Resumed, Run};
 use drift_samplers::flow::Schedule;
 use serde::{Deserialize, Serialize};
@@ -188,8 +188,11 @@ pub fn train_flow_grpo<T: ImageTask>(
     std::fs::create_dir_all(run_dir.join("eval")).map_err(|e| io_err(run_dir, e))?;
     let grid_before = run_dir.join("eval/before.png");
     let base = match resumed {
-        Resumed::From { dir, meta } => serde_json::from_value(meta.extra)
-            .map_err(|e| io_err(&dir, format!("no base evaluation in the checkpoint: {e}")))?,
+        Resumed::From { dir, meta } => {
+            retain_steps_up_to(&run_dir.join("prompts.jsonl"), meta.step)?;
+            serde_json::from_value(meta.extra)
+                .map_err(|e| io_err(&dir, format!("no base evaluation in the checkpoint: {e}")))?
+        }
         Resumed::Fresh => {
             let _ = std::fs::remove_file(run_dir.join("prompts.jsonl"));
             let base = evaluate_policy(&m, task, reward, cfg, None, &grid_before, true)?;
