@@ -367,16 +367,16 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             }
         }
         Some(Command::Pretrain(PretrainCmd::Flow { config, sets, out, force })) => {
-            cli::flow::pretrain(config.as_deref(), &sets, &out, force, dev)?;
+            cli::flow::pretrain(&run_command(&config, &sets, &out, force), dev)?;
         }
         Some(Command::Pretrain(PretrainCmd::Dllm { config, sets, out, force })) => {
-            cli::dllm::pretrain(config.as_deref(), &sets, &out, force, dev)?;
+            cli::dllm::pretrain(&run_command(&config, &sets, &out, force), dev)?;
         }
         Some(Command::Train(TrainCmd::Flow { config, sets, out, force })) => {
-            cli::flow::train(config.as_deref(), &sets, &out, force, dev)?;
+            cli::flow::train(&run_command(&config, &sets, &out, force), dev)?;
         }
         Some(Command::Train(TrainCmd::Dllm { config, sets, out, force })) => {
-            cli::dllm::train(config.as_deref(), &sets, &out, force, dev)?;
+            cli::dllm::train(&run_command(&config, &sets, &out, force), dev)?;
         }
         Some(Command::Eval(EvalCmd::Flow {
             model,
@@ -426,6 +426,16 @@ fn sample(cmd: SampleCmd, dev: &candle_core::Device) -> anyhow::Result<()> {
             cli::sample::flow(&model, &prompt, &s, &out, dev)
         }
     }
+}
+
+/// The arguments every training command shares, borrowed for its handler.
+fn run_command<'a>(
+    config: &'a Option<PathBuf>,
+    sets: &'a [String],
+    out: &'a std::path::Path,
+    force: bool,
+) -> cli::RunCommand<'a> {
+    cli::RunCommand { config: config.as_deref(), sets, out, force }
 }
 
 fn main() -> ExitCode {

@@ -60,14 +60,9 @@ fn seeded(k: u64) -> drift_rewards::worlds::rng::SplitMix64 {
 }
 
 /// Runs masked-diffusion SFT pretraining on the code world's train split.
-pub fn pretrain(
-    config: Option<&Path>,
-    sets: &[String],
-    out: &Path,
-    force: bool,
-    dev: &Device,
-) -> Result<()> {
-    let (cfg, text): (PretrainDllmConfig, String) = super::config::load(config, sets)?;
+pub fn pretrain(cmd: &super::RunCommand<'_>, dev: &Device) -> Result<()> {
+    let out = cmd.out;
+    let (cfg, text): (PretrainDllmConfig, String) = cmd.load()?;
     cfg.validate().map_err(|e| super::usage(e.to_string()))?;
     let world = code_world()?;
     let tok = CharTokenizer::ascii();
@@ -79,7 +74,7 @@ pub fn pretrain(
             cfg.completion_len
         )));
     }
-    super::resume::prepare_run_dir(out, &text, force)?;
+    cmd.prepare_run_dir(&text)?;
     let report = pretrain_dllm(&cfg, &text, out, dev, &tok, |step, b| {
         (0..b as u64)
             .map(|i| example(&tok, &world.item(Split::Train, step * b as u64 + i)))
@@ -99,14 +94,9 @@ pub fn pretrain(
 }
 
 /// `drift train dllm`: a dLLM RL recipe on the code world from a base model.
-pub fn train(
-    config: Option<&Path>,
-    sets: &[String],
-    out: &Path,
-    force: bool,
-    dev: &Device,
-) -> Result<()> {
-    let (cfg, text): (DllmGrpoConfig, String) = super::config::load(config, sets)?;
+pub fn train(cmd: &super::RunCommand<'_>, dev: &Device) -> Result<()> {
+    let out = cmd.out;
+    let (cfg, text): (DllmGrpoConfig, String) = cmd.load()?;
     let rc = cfg.resolved().map_err(|e| super::usage(e.to_string()))?;
     if !cfg.base.join("config.json").exists() {
         return Err(super::usage(format!(
@@ -114,7 +104,7 @@ pub fn train(
             cfg.base.display()
         )));
     }
-    super::resume::prepare_run_dir(out, &text, force)?;
+    cmd.prepare_run_dir(&text)?;
     let task = CodeTask::new()?;
     let r = train_dllm_grpo(&cfg, &text, &task, out, dev)?;
     outln!(

@@ -57,19 +57,14 @@ fn check_model_fits_world(cfg: &PretrainFlowConfig) -> Result<()> {
 }
 
 /// Runs flow-matching pretraining on the shapes world.
-pub fn pretrain(
-    config: Option<&Path>,
-    sets: &[String],
-    out: &Path,
-    force: bool,
-    dev: &Device,
-) -> Result<()> {
-    let (cfg, text): (PretrainFlowConfig, String) = super::config::load(config, sets)?;
+pub fn pretrain(cmd: &super::RunCommand<'_>, dev: &Device) -> Result<()> {
+    let out = cmd.out;
+    let (cfg, text): (PretrainFlowConfig, String) = cmd.load()?;
     check_model_fits_world(&cfg).map_err(|e| super::usage(format!("{e:#}")))?;
     let split = shapes::split(&SplitConfig::default())?;
     let groups = shapes::by_category(&split.train);
     let seed = cfg.run.seed;
-    super::resume::prepare_run_dir(out, &text, force)?;
+    cmd.prepare_run_dir(&text)?;
     let report = pretrain_flow(&cfg, &text, out, dev, |step, b| {
         shapes_batch(&groups, seed, step, b, dev).map_err(|e| drift_flow::FlowModelError::Config {
             field: "data",
@@ -90,14 +85,9 @@ pub fn pretrain(
 
 /// `drift train flow`: Flow-GRPO on the shapes world; prints base vs trained held-out
 /// accuracy and where everything was written.
-pub fn train(
-    config: Option<&Path>,
-    sets: &[String],
-    out: &Path,
-    force: bool,
-    dev: &Device,
-) -> Result<()> {
-    let (cfg, text): (FlowGrpoConfig, String) = super::config::load(config, sets)?;
+pub fn train(cmd: &super::RunCommand<'_>, dev: &Device) -> Result<()> {
+    let out = cmd.out;
+    let (cfg, text): (FlowGrpoConfig, String) = cmd.load()?;
     cfg.validate().map_err(|e| super::usage(e.to_string()))?;
     super::existing_dir(&cfg.base, "base model `base =`")?;
     let model_cfg = drift_flow::model::load_dit_config(&cfg.base)
@@ -105,7 +95,7 @@ pub fn train(
     check_model_fits_world(&PretrainFlowConfig { model: model_cfg, ..Default::default() })?;
     let task = task_from(cfg.prompts.as_deref(), cfg.eval_images_per_category)?;
     let reward = shapes_reward(&cfg.rewards)?;
-    super::resume::prepare_run_dir(out, &text, force)?;
+    cmd.prepare_run_dir(&text)?;
     let r = train_flow_grpo(&cfg, &text, &task, reward.as_ref(), out, dev)?;
     let pct = |x: Option<f64>| x.map_or("n/a".to_string(), |v| format!("{:.1}%", 100.0 * v));
     if r.run.steps < cfg.run.steps {

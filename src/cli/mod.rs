@@ -30,6 +30,33 @@ pub fn usage(message: impl Into<String>) -> anyhow::Error {
     anyhow::Error::new(UsageError(message.into()))
 }
 
+/// What every training command (`pretrain` and `train`, both families) is given.
+pub struct RunCommand<'a> {
+    /// The TOML config file (`--config`); none = the defaults.
+    pub config: Option<&'a Path>,
+    /// The `--set key=value` overrides.
+    pub sets: &'a [String],
+    /// The run directory (`--out`).
+    pub out: &'a Path,
+    /// `--force`: resume a run directory made with other settings.
+    pub force: bool,
+}
+
+impl RunCommand<'_> {
+    /// The config (file and overrides laid over `T::default()`) and its final TOML text.
+    pub fn load<T: serde::de::DeserializeOwned + serde::Serialize + Default>(
+        &self,
+    ) -> anyhow::Result<(T, String)> {
+        config::load(self.config, self.sets)
+    }
+
+    /// Creates the run directory, refuses a resume with other settings (unless `--force`)
+    /// and records `text` as its `config.toml`.
+    pub fn prepare_run_dir(&self, text: &str) -> anyhow::Result<()> {
+        resume::prepare_run_dir(self.out, text, self.force)
+    }
+}
+
 /// Errors with a [`UsageError`] naming `what` unless `dir` is an existing directory.
 pub fn existing_dir(dir: &Path, what: &str) -> anyhow::Result<()> {
     if dir.is_dir() {
