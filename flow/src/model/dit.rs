@@ -2,7 +2,7 @@
 
 use candle_core::{DType, Device, Tensor, D};
 use candle_nn::{Init, VarBuilder};
-use drift_core::ops::{layer_norm, softmax_last_dim};
+use drift_core::ops::{gelu, normalize, softmax_last_dim};
 use drift_samplers::flow::VelocityField;
 
 use super::config::DitConfig;
@@ -11,10 +11,7 @@ use crate::error::Result;
 
 /// LayerNorm without affine parameters (DiT's `elementwise_affine=False`), eps 1e-6.
 fn norm(x: &Tensor) -> Result<Tensor> {
-    let d = x.dim(D::Minus1)?;
-    let ones = Tensor::ones(d, x.dtype(), x.device())?;
-    let zeros = Tensor::zeros(d, x.dtype(), x.device())?;
-    Ok(layer_norm(x, &ones, &zeros, 1e-6)?)
+    Ok(normalize(x, 1e-6)?)
 }
 
 /// `x(1 + scale) + shift` with per-sample `shift, scale[B, d]`.
@@ -82,7 +79,7 @@ impl Block {
         let h = modulate(&norm(x)?, &m[0], &m[1])?;
         let x = (x + self.attn.forward(&h, key_bias)?.broadcast_mul(&m[2].unsqueeze(1)?)?)?;
         let h = modulate(&norm(&x)?, &m[3], &m[4])?;
-        let h = self.fc2.forward(&self.fc1.forward(&h)?.gelu()?)?;
+        let h = self.fc2.forward(&gelu(&self.fc1.forward(&h)?)?)?;
         Ok((&x + h.broadcast_mul(&m[5].unsqueeze(1)?)?)?)
     }
 }

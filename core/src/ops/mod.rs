@@ -6,18 +6,50 @@
 //! is tracked (rollouts, old/reference passes over detached weights) and the differentiable
 //! composition of elementary ops when one is (training). Both compute the same function.
 //! Inputs to the fused kernels are made contiguous first (they reject strided views).
+//!
+//! On the CPU in f32, [`gelu`], [`normalize`], [`softmax_last_dim`] and the tracked
+//! [`layer_norm`] run drift's own one-pass kernels ([`cpu_kernels`]), which carry their backward
+//! pass; the same kernel serves the rollout and the training forward, so the old policy and the
+//! policy being trained evaluate one function.
 
-use candle_core::{Tensor, D};
+mod cpu_kernels;
+
+use candle_core::{DType, Tensor, D};
 
 use crate::error::Result;
+
+/// Whether drift's fused CPU kernels apply: an f32 tensor on the CPU.
+fn cpu_f32(x: &Tensor) -> bool {
+    x.device().is_cpu() && x.dtype() == DType::F32
+}
 
 fn tracked(ts: &[&Tensor]) -> bool {
     ts.iter().any(|t| t.track_op())
 }
 
+/// GELU in its tanh form, `½x(1 + tanh(√(2/π)(x + 0.044715x³)))` (Hendrycks & Gimpel 2016),
+/// candle's `Tensor::gelu`.
+pub fn gelu(x: &Tensor) -> Result<Tensor> {
+    Ok(if cpu_f32(x) { x.contiguous()?.apply_op1(cpu_kernels::Gelu)? } else { x.gelu()? })
+}
+
+/// `(x − mean)/√(var + eps)` over the last dimension: LayerNorm without affine parameters
+/// (DiT's `elementwise_affine=False`).
+pub fn normalize(x: &Tensor, eps: f32) -> Result<Tensor> {
+    if cpu_f32(x) {
+        return Ok(x.contiguous()?.apply_op1(cpu_kernels::Normalize { eps })?);
+    }
+    let d = x.dim(D::Minus1)?;
+    let ones = Tensor::ones(d, x.dtype(), x.device())?;
+    let zeros = Tensor::zeros(d, x.dtype(), x.device())?;
+    layer_norm(x, &ones, &zeros, eps)
+}
+
 /// `softmax(x)` over the last dimension.
 pub fn softmax_last_dim(x: &Tensor) -> Result<Tensor> {
-    Ok(if tracked(&[x]) {
+    Ok(if cpu_f32(x) {
+        x.contiguous()?.apply_op1(cpu_kernels::Softmax)?
+    } else if tracked(&[x]) {
         candle_nn::ops::softmax(x, D::Minus1)?
     } else {
         candle_nn::ops::softmax_last_dim(&x.contiguous()?)?
@@ -42,7 +74,9 @@ pub fn rms_norm(x: &Tensor, weight: &Tensor, eps: f32) -> Result<Tensor> {
 
 /// LayerNorm, `w ⊙ (x − mean)/√(var + eps) + b` over the last dimension (Ba et al. 2016).
 pub fn layer_norm(x: &Tensor, weight: &Tensor, bias: &Tensor, eps: f32) -> Result<Tensor> {
-    Ok(if tracked(&[x, weight, bias]) {
+    Ok(if tracked(&[x, weight, bias]) && cpu_f32(x) {
+        normalize(x, eps)?.broadcast_mul(weight)?.broadcast_add(bias)?
+    } else if tracked(&[x, weight, bias]) {
         candle_nn::ops::layer_norm_slow(x, weight, bias, eps)?
     } else {
         candle_nn::ops::layer_norm(&x.contiguous()?, weight, bias, eps)?
@@ -108,6 +142,80 @@ mod tests {
         check(|x| layer_norm(x, &w, &b, 1e-5), &[2, 3, 8])?;
         check(|x| rope(x, &cos, &sin), &[2, 2, 3, 8])?;
         check(|x| rope_interleaved(x, &cos, &sin), &[2, 2, 3, 8])?;
+        Ok(())
+    }
+
+    /// Value and gradient of `Σ w ⊙ f(x)` through drift's kernel and through candle's
+    /// composition of elementary ops (the reference): they must agree.
+    fn agrees_with_candle(
+        ours: impl Fn(&Tensor) -> Result<Tensor>,
+        reference: impl Fn(&Tensor) -> candle_core::Result<Tensor>,
+        shape: &[usize],
+    ) -> Result<()> {
+        let x = (randn(11, shape) * 3.0)?;
+        let (a, b) = (Var::from_tensor(&x)?, Var::from_tensor(&x)?);
+        let (ya, yb) = (ours(a.as_tensor())?, reference(b.as_tensor())?);
+        let w = randn(12, ya.dims());
+        assert!(max_diff(&ya, &yb) < 2e-6, "forward: {}", max_diff(&ya, &yb));
+        let ga = ya.mul(&w)?.sum_all()?.backward()?.remove(a.as_tensor()).unwrap();
+        let gb = yb.mul(&w)?.sum_all()?.backward()?.remove(b.as_tensor()).unwrap();
+        let scale = gb.abs()?.flatten_all()?.max(0)?.to_scalar::<f32>()?;
+        assert!(max_diff(&ga, &gb) < 1e-5 * scale.max(1.0), "backward: {}", max_diff(&ga, &gb));
+        Ok(())
+    }
+
+    #[test]
+    fn cpu_kernels_match_candle_in_value_and_gradient() -> Result<()> {
+        agrees_with_candle(gelu, |x| x.gelu(), &[3, 5, 40])?;
+        agrees_with_candle(
+            |x| normalize(x, 1e-6),
+            |x| {
+                let d = x.dim(D::Minus1)?;
+                let (one, zero) = (
+                    Tensor::ones(d, DType::F32, x.device())?,
+                    Tensor::zeros(d, DType::F32, x.device())?,
+                );
+                candle_nn::ops::layer_norm_slow(x, &one, &zero, 1e-6)
+            },
+            &[3, 5, 40],
+        )?;
+        agrees_with_candle(
+            softmax_last_dim,
+            |x| candle_nn::ops::softmax(x, D::Minus1),
+            &[3, 5, 40],
+        )?;
+        // A transposed (strided) input and a row longer than one rayon task.
+        agrees_with_candle(
+            |x| softmax_last_dim(&x.t()?),
+            |x| candle_nn::ops::softmax(&x.t()?, D::Minus1),
+            &[4, 3, 9000],
+        )?;
+        let (w, b) = (randn(13, &[40]), randn(14, &[40]));
+        agrees_with_candle(
+            |x| layer_norm(x, &w, &b, 1e-5),
+            |x| candle_nn::ops::layer_norm_slow(x, &w, &b, 1e-5),
+            &[6, 40],
+        )?;
+        Ok(())
+    }
+
+    /// Central finite differences of `Σ w ⊙ gelu(x)` against the analytic backward.
+    #[test]
+    fn gelu_gradient_matches_finite_differences() -> Result<()> {
+        let xs = [-6.0f32, -2.5, -0.7, -1e-3, 0.0, 0.4, 1.3, 3.0, 8.0];
+        let x = Var::new(&xs[..], &Device::Cpu)?;
+        let g = gelu(x.as_tensor())?.sum_all()?.backward()?.remove(x.as_tensor()).unwrap();
+        let g = g.to_vec1::<f32>()?;
+        for (i, &v) in xs.iter().enumerate() {
+            let h = 1e-2f64;
+            let f = |v: f64| {
+                0.5 * v
+                    * (1.0
+                        + ((2.0 / std::f64::consts::PI).sqrt() * (v + 0.044715 * v.powi(3))).tanh())
+            };
+            let fd = (f(v as f64 + h) - f(v as f64 - h)) / (2.0 * h);
+            assert!((g[i] as f64 - fd).abs() < 1e-4, "x={v}: {} vs {fd}", g[i]);
+        }
         Ok(())
     }
 
