@@ -209,6 +209,10 @@ struct Decoder<'m, M: ?Sized> {
     rows: Vec<u64>,
     mask_id: u32,
     vocab: usize,
+    /// `[V]` f32: `−∞` at the mask id, 0 elsewhere, added to the logits the proposal samples
+    /// from, so a committed token is never the mask id (which `finish` would later overwrite,
+    /// making the scored sequence differ from the rewarded one).
+    forbid_mask: Tensor,
     /// `P` and `L`.
     p: usize,
     l: usize,
@@ -288,6 +292,13 @@ impl<'m, M: MaskPredictor + ?Sized> Decoder<'m, M> {
             rows: (0..b as u64).map(|r| batch.first_row + r).collect(),
             mask_id,
             vocab,
+            forbid_mask: Tensor::from_vec(
+                (0..vocab as u32)
+                    .map(|v| if v == mask_id { f32::NEG_INFINITY } else { 0.0 })
+                    .collect(),
+                vocab,
+                device,
+            )?,
             p,
             l,
             ids: Tensor::from_vec(ids, (b, t), device)?,
@@ -377,7 +388,9 @@ impl<'m, M: MaskPredictor + ?Sized> Decoder<'m, M> {
         self.finish()
     }
 
-    /// Proposal and statistics over columns `start..start + bl` of the completion.
+    /// Proposal and statistics over columns `start..start + bl` of the completion. The proposal
+    /// never picks the mask id; the statistics (`log p(x0)`, confidence) are those of the
+    /// model's own distribution, as in LLaDA's `generate`.
     fn propose_block(
         &self,
         comp: &Tensor,
@@ -391,7 +404,8 @@ impl<'m, M: MaskPredictor + ?Sized> Decoder<'m, M> {
         } else {
             None
         };
-        let x0 = propose(&blk, &self.cfg.proposal, noise.as_ref())?;
+        let allowed = blk.broadcast_add(&self.forbid_mask.to_dtype(blk.dtype())?)?;
+        let x0 = propose(&allowed, &self.cfg.proposal, noise.as_ref())?;
         let stats = token_stats(&blk, &x0)?;
         Ok((x0, stats))
     }

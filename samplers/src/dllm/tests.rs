@@ -164,6 +164,55 @@ fn stop_tokens_and_early_stop() -> Result<()> {
     Ok(())
 }
 
+/// [`Successor`] whose mask logit is the largest everywhere (`+9` instead of `−1e4`).
+struct LovesMask;
+
+impl MaskPredictor for LovesMask {
+    fn logits(&self, ids: &Tensor, mask: Option<&Tensor>) -> candle_core::Result<Tensor> {
+        let bump: Vec<f32> =
+            (0..V).map(|v| if v == MASK as usize { 1e4 + 9.0 } else { 0.0 }).collect();
+        Successor.logits(ids, mask)?.broadcast_add(&Tensor::from_vec(bump, V, &Device::Cpu)?)
+    }
+    fn mask_id(&self) -> u32 {
+        MASK
+    }
+    fn vocab_size(&self) -> usize {
+        V
+    }
+}
+
+/// The mask id is never proposed, even when the model puts almost all its mass on it, so every
+/// decoded position holds the token the reward sees; the recorded `log p(x0)` is still that of
+/// the model's own distribution (mask included), as LLaDA's `generate` computes it.
+#[test]
+fn the_mask_id_is_never_committed_and_scored_tokens_are_the_decoded_ones() -> Result<()> {
+    for temperature in [0.0, 1.0] {
+        let mut c = cfg(6, 3, 6);
+        c.stop_tokens = vec![0];
+        c.proposal.temperature = temperature;
+        let t = decode(
+            &LovesMask,
+            &c,
+            &DecodeBatch::new(&[vec![1, 2]], 4, 0),
+            RngKey::new(3),
+            &Device::Cpu,
+        )?;
+        let tokens = t.tokens.to_vec2::<u32>()?;
+        let steps = t.commit_step.to_vec2::<i64>()?;
+        let logp = t.token_log_prob.to_vec2::<f32>()?;
+        for (r, row) in tokens.iter().enumerate() {
+            assert!(!row.contains(&MASK), "T={temperature}, row {r}: {row:?}");
+            for j in 2..row.len() {
+                assert!(steps[r][j] >= 0, "one step per token: every position is decoded");
+                // The mask (logit 9; every other logit ≤ 4.5) takes most of the mass:
+                // log p(x0) < 4.5 − 9 in the model's own distribution.
+                assert!(logp[r][j] < -4.5, "T={temperature}: log p = {}", logp[r][j]);
+            }
+        }
+    }
+    Ok(())
+}
+
 #[test]
 fn quotas_match_llada() -> Result<()> {
     // LLaDA's evaluation setting: 8 blocks of 32, 16 steps each, 2 tokens per step.
