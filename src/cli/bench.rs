@@ -9,7 +9,8 @@ use drift::core::bench::{matmul_gflops, median_seconds};
 use drift::core::rng::RngKey;
 use drift::dllm::model::{DiffusionLm, LoadOptions};
 use drift::flow::grpo::{ImageTask, ShapesTask};
-use drift::flow::model::load_dit_frozen;
+use drift::flow::model::{load_dit_frozen, load_dit_trainable};
+use drift::flow::pretrain::{flow_matching_loss, FlowMatchingConfig};
 use drift::samplers::flow::{rollout_sde, sample_ode, RolloutConfig, Schedule, ScheduleConfig};
 use serde_json::json;
 
@@ -127,5 +128,29 @@ fn flow(iters: usize, dev: &Device) -> Result<()> {
         });
         outln!("{line}");
     }
+    flow_train_step(dir, iters, dev)
+}
+
+/// One pretraining step's forward and backward of the flow-matching loss (batch 64, the
+/// shipped `pretrain_flow.toml`), the optimizer step excluded.
+fn flow_train_step(dir: &Path, iters: usize, dev: &Device) -> Result<()> {
+    let (model, _varmap) = load_dit_trainable(dir, dev)?;
+    let task = ShapesTask::new()?;
+    let b = 64;
+    let prompts: Vec<_> = task.eval_prompts().iter().cycle().take(b).cloned().collect();
+    let ids = task.encode(&prompts, dev)?;
+    let mc = *model.config();
+    let x0 = Tensor::randn(0f32, 1.0, (b, mc.channels, mc.image_size, mc.image_size), dev)?;
+    let rows: Vec<u64> = (0..b as u64).collect();
+    let fm = FlowMatchingConfig::default();
+    let secs = median_seconds(iters, || -> Result<()> {
+        flow_matching_loss(&model, &x0, &ids, &fm, RngKey::new(0), &rows)?.backward()?;
+        Ok(dev.synchronize()?)
+    });
+    let line = json!({
+        "case": "flow", "model": dir.display().to_string(), "mode": "train_step",
+        "batch": b, "seconds": secs, "images_per_s": b as f64 / secs,
+    });
+    outln!("{line}");
     Ok(())
 }
