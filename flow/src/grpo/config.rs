@@ -43,8 +43,11 @@ pub struct FlowGrpoConfig {
     /// Images per prompt `G`. Default 8 (Flow-GRPO: 24 on 8 GPUs, scaled down).
     pub group_size: usize,
     /// The reward: a weighted sum of named rewards (for the shapes world: `geneval`,
-    /// `geneval_strict`, `jpeg_compressibility`, `jpeg_incompressibility`). Default
-    /// `[{ name = "geneval", weight = 1 }]`, the GenEval-style partial score.
+    /// `geneval_strict`, `unrequested_objects`, `jpeg_compressibility`,
+    /// `jpeg_incompressibility`). Default `[{ name = "geneval", weight = 1 },
+    /// { name = "unrequested_objects", weight = 0.5 }]`: the GenEval-style partial score, and
+    /// a price on objects the prompt did not ask for (without it the policy learned to fill the
+    /// canvas, 1.84 → 3.77 objects per image, and counting fell by 27 points; BENCHMARKS.md).
     pub rewards: Vec<RewardTerm>,
     /// The training (rollout) schedule: `N_train` steps with the SD3 shift. Default 10 steps,
     /// shift 3 (denoising reduction).
@@ -134,7 +137,10 @@ impl Default for FlowGrpoConfig {
             },
             prompts_per_step: 8,
             group_size: 8,
-            rewards: vec![RewardTerm { name: "geneval".into(), weight: 1.0 }],
+            rewards: vec![
+                RewardTerm { name: "geneval".into(), weight: 1.0 },
+                RewardTerm { name: "unrequested_objects".into(), weight: 0.5 },
+            ],
             schedule: ScheduleConfig::default(),
             eval_steps: 40,
             rollout: RolloutConfig {

@@ -122,14 +122,22 @@ fn one() -> f64 {
 }
 
 /// The rewards [`shapes_reward`] knows.
-pub const SHAPES_REWARDS: &[&str] =
-    &["geneval", "geneval_strict", "jpeg_compressibility", "jpeg_incompressibility"];
+pub const SHAPES_REWARDS: &[&str] = &[
+    "geneval",
+    "geneval_strict",
+    "unrequested_objects",
+    "jpeg_compressibility",
+    "jpeg_incompressibility",
+];
 
 fn named(name: &str) -> Result<Arc<ImageReward<Prompt>>> {
     Ok(match name {
         "geneval" => Arc::new(ShapesReward { score: ShapesScore::Partial, ..Default::default() }),
         "geneval_strict" => {
             Arc::new(ShapesReward { score: ShapesScore::Strict, ..Default::default() })
+        }
+        "unrequested_objects" => {
+            Arc::new(ShapesReward { score: ShapesScore::Unrequested, ..Default::default() })
         }
         "jpeg_compressibility" => Arc::new(JpegCompressibility),
         "jpeg_incompressibility" => Arc::new(JpegIncompressibility),

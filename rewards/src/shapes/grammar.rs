@@ -404,6 +404,19 @@ impl Prompt {
         &self.clauses
     }
 
+    /// The number of objects the prompt asks for: the sum of its clauses' counts, 2 for a
+    /// relation ("a circle left of a square").
+    #[must_use]
+    pub fn object_count(&self) -> usize {
+        self.clauses
+            .iter()
+            .map(|c| match c {
+                Clause::Count { count, .. } => usize::from(*count),
+                Clause::Relation { .. } => 2,
+            })
+            .sum()
+    }
+
     /// The prompt as text in the grammar (the parser's exact inverse).
     #[must_use]
     pub fn to_text(&self) -> String {

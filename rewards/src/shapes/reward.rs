@@ -20,6 +20,11 @@ pub enum ShapesScore {
     Partial,
     /// 1 when every clause holds exactly, else 0 (GenEval's strict correctness).
     Strict,
+    /// A reward-hacking guard, not a GenEval score: `−min(extra, 4)/4`, `extra` the objects
+    /// found beyond the number the prompt asks for (its clause counts; 2 for a relation), 4 the
+    /// cells of the canvas. GenEval's "at least one" rule lets a policy fill every cell to
+    /// raise its odds; this term prices each unasked object. Named `unrequested_objects`.
+    Unrequested,
 }
 
 /// The GenEval-style shapes reward: verifies each image against its prompt.
@@ -56,6 +61,10 @@ impl ShapesReward {
         let score = match self.score {
             ShapesScore::Partial => verdict.score,
             ShapesScore::Strict => f64::from(u8::from(verdict.strict)),
+            ShapesScore::Unrequested => {
+                let extra = verdict.detections.len().saturating_sub(prompt.object_count());
+                -(extra.min(4) as f64) / 4.0
+            }
         };
         Evaluation { score, details: details(&verdict) }
     }
@@ -98,6 +107,7 @@ impl Reward<ImageSample<Prompt>> for ShapesReward {
         match self.score {
             ShapesScore::Partial => "geneval",
             ShapesScore::Strict => "geneval_strict",
+            ShapesScore::Unrequested => "unrequested_objects",
         }
     }
 
@@ -150,6 +160,28 @@ mod tests {
         assert_eq!(strict.evaluate_batch(&[sample(three, &image3)])[0].score, 0.0);
         assert_eq!(strict.evaluate_batch(&[sample(prompt, &image)])[0].score, 1.0);
         assert_eq!(<ShapesReward as Reward<ImageSample<Prompt>>>::name(&strict), "geneval_strict");
+    }
+
+    /// `−extra/4`: a render of exactly what is asked scores 0; three circles for "a circle"
+    /// score −2/4; a relation asks for two objects.
+    #[test]
+    fn unrequested_objects_price_each_object_beyond_the_prompt() {
+        let guard = ShapesReward { score: ShapesScore::Unrequested, ..ShapesReward::default() };
+        let one = from_text("a circle").unwrap();
+        let three = render_prompt(&from_text("3 circles").unwrap(), 2);
+        let rel = from_text("a red circle left of a blue square").unwrap();
+        let out = guard.evaluate_batch(&[
+            sample(one.clone(), &render_prompt(&one, 1)),
+            sample(one, &three),
+            sample(rel.clone(), &render_prompt(&rel, 3)),
+        ]);
+        let scores: Vec<f64> = out.iter().map(|e| e.score).collect();
+        assert_eq!(scores, vec![0.0, -0.5, 0.0]);
+        assert_eq!(rel.object_count(), 2);
+        assert_eq!(
+            <ShapesReward as Reward<ImageSample<Prompt>>>::name(&guard),
+            "unrequested_objects"
+        );
     }
 
     #[test]
