@@ -200,27 +200,26 @@ fn toy_reward_rises_under_coupled_grpo() {
     cfg.run.checkpoint_every = 100;
     let run = dir.path().join("run");
     train_dllm_grpo(&cfg, "", &toy(), &run, &Device::Cpu).unwrap();
-    let rewards: Vec<f64> = std::fs::read_to_string(run.join("metrics.jsonl"))
-        .unwrap()
-        .lines()
-        .filter_map(|l| {
-            serde_json::from_str::<serde_json::Value>(l).unwrap()["reward/mean"].as_f64()
-        })
-        .collect();
+    let rewards = rewards(&run);
     let first: f64 = rewards[..5].iter().sum::<f64>() / 5.0;
     let last: f64 = rewards[rewards.len() - 5..].iter().sum::<f64>() / 5.0;
     assert!(last > first + 0.1, "reward {first} -> {last}: {rewards:?}");
 }
 
-/// The mean `reward/mean` of a run's last `k` iterations.
-fn late_reward(run: &Path, k: usize) -> f64 {
-    let rewards: Vec<f64> = std::fs::read_to_string(run.join("metrics.jsonl"))
+/// A run's `reward/mean`, one value per iteration.
+fn rewards(run: &Path) -> Vec<f64> {
+    std::fs::read_to_string(run.join("metrics.jsonl"))
         .unwrap()
         .lines()
         .filter_map(|l| {
             serde_json::from_str::<serde_json::Value>(l).unwrap()["reward/mean"].as_f64()
         })
-        .collect();
+        .collect()
+}
+
+/// The mean `reward/mean` of a run's last `k` iterations.
+fn late_reward(run: &Path, k: usize) -> f64 {
+    let rewards = rewards(run);
     rewards[rewards.len() - k..].iter().sum::<f64>() / k as f64
 }
 
