@@ -93,7 +93,8 @@ pub fn train(cmd: &super::RunCommand<'_>, dev: &Device) -> Result<()> {
     let model_cfg = drift_flow::model::load_dit_config(&cfg.base)
         .with_context(|| format!("base model `base = {}`", cfg.base.display()))?;
     check_model_fits_world(&PretrainFlowConfig { model: model_cfg, ..Default::default() })?;
-    let task = task_from(cfg.prompts.as_deref(), cfg.eval_images_per_category)?;
+    let task = task_from(cfg.prompts.as_deref(), cfg.eval_images_per_category)?
+        .with_category_weights(&cfg.category_weights)?;
     let reward = shapes_reward(&cfg.rewards)?;
     cmd.prepare_run_dir(&text)?;
     let r = train_flow_grpo(&cfg, &text, &task, reward.as_ref(), out, dev)?;

@@ -1,5 +1,6 @@
 //! The Flow-GRPO trainer's configuration, with the reference defaults (docs/algorithms.md §8).
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use drift_core::advantage::AdvantageConfig;
@@ -114,6 +115,11 @@ pub struct FlowGrpoConfig {
     /// Images per category of the held-out evaluation (each category's held-out prompts
     /// repeated to at least this many; every prompt at least once). Default 48.
     pub eval_images_per_category: usize,
+    /// Draw weights of the training prompts' GenEval categories, e.g.
+    /// `{ position = 2, color_attr = 2 }`: a category is drawn with probability `w / Σ w`, then
+    /// a prompt of it uniformly; a category not named weighs 1. Default empty: every category
+    /// equally often (GenEval scores the mean over categories).
+    pub category_weights: BTreeMap<String, f64>,
 }
 
 impl Default for FlowGrpoConfig {
@@ -166,6 +172,7 @@ impl Default for FlowGrpoConfig {
             shuffle_rewards: false,
             prompts: None,
             eval_images_per_category: 48,
+            category_weights: BTreeMap::new(),
         }
     }
 }

@@ -1,5 +1,6 @@
 //! The shipped shapes world as a Flow-GRPO task, and its rewards by name.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use candle_core::{Device, Tensor};
@@ -13,11 +14,14 @@ use super::task::{ImageReward, ImageTask};
 use crate::error::{FlowModelError, Result};
 
 /// The shapes world as a task: training prompts drawn category-balanced (a GenEval category
-/// uniformly, then a prompt of it), and a held-out list that scores every category on about
-/// the same number of images ([`shapes::eval_list`]).
+/// uniformly, then a prompt of it) or by category weights ([`ShapesTask::with_category_weights`]),
+/// and a held-out list that scores every category on about the same number of images
+/// ([`shapes::eval_list`]).
 #[derive(Debug, Clone)]
 pub struct ShapesTask {
     train: Vec<(Category, Vec<Prompt>)>,
+    /// The draw weight of each `train` group (all 1: balanced).
+    weights: Vec<f64>,
     held_out: Vec<Prompt>,
 }
 
@@ -57,10 +61,42 @@ impl ShapesTask {
                 expected: "at least one prompt of each".into(),
             });
         }
+        let train = shapes::by_category(train);
         Ok(Self {
-            train: shapes::by_category(train),
+            weights: vec![1.0; train.len()],
+            train,
             held_out: shapes::eval_list(held_out, per_category),
         })
+    }
+
+    /// The task with training prompts drawn by category weight: category `c` with probability
+    /// `w_c / Σ w` over the categories that have training prompts, a category not in
+    /// `weights` weighing 1 (so an empty map keeps the balanced draw). Errors name an unknown
+    /// category, a negative or non-finite weight, or weights that leave nothing to draw.
+    pub fn with_category_weights(mut self, weights: &BTreeMap<String, f64>) -> Result<Self> {
+        let bad = |value: String, expected: String| FlowModelError::Config {
+            field: "category_weights",
+            value,
+            expected,
+        };
+        for (name, &w) in weights {
+            if Category::from_name(name).is_none() {
+                let known: Vec<_> = Category::ALL.iter().map(|c| c.name()).collect();
+                return Err(bad(name.clone(), format!("a category: {}", known.join(", "))));
+            }
+            if !(w.is_finite() && w >= 0.0) {
+                return Err(bad(format!("{name} = {w}"), "a finite weight >= 0".into()));
+            }
+        }
+        self.weights =
+            self.train.iter().map(|(c, _)| weights.get(c.name()).copied().unwrap_or(1.0)).collect();
+        if self.weights.iter().all(|w| *w == 0.0) {
+            return Err(bad(
+                format!("{weights:?}"),
+                "a positive weight on at least one category with training prompts".into(),
+            ));
+        }
+        Ok(self)
     }
 
     /// The training prompts, grouped by category.
@@ -73,8 +109,9 @@ impl ImageTask for ShapesTask {
     type Prompt = Prompt;
 
     fn train_prompt(&self, seed: u64, index: u64) -> Prompt {
-        // `from_prompts` refuses an empty training set, so a prompt always exists.
-        shapes::balanced_prompt(&self.train, seed, index)
+        // `from_prompts` refuses an empty training set and `with_category_weights` all-zero
+        // weights, so a prompt always exists.
+        shapes::weighted_prompt(&self.train, &self.weights, seed, index)
             .unwrap_or_else(|| self.held_out[0].clone())
     }
 
@@ -191,5 +228,31 @@ mod tests {
         }
         let blank = Image::filled(32, 32, shapes::scene::BACKGROUND);
         assert_eq!(task.objects(&blank), Some(0));
+    }
+
+    #[test]
+    fn category_weights_steer_the_training_draws_and_bad_weights_are_named() {
+        let weights = |pairs: &[(&str, f64)]| {
+            pairs.iter().map(|(k, v)| (k.to_string(), *v)).collect::<BTreeMap<_, _>>()
+        };
+        let task = ShapesTask::with_eval_images(1).unwrap();
+        let balanced = task.clone().with_category_weights(&BTreeMap::new()).unwrap();
+        for i in 0..20 {
+            assert_eq!(balanced.train_prompt(1, i), task.train_prompt(1, i));
+        }
+        let all_zero: Vec<_> = Category::ALL.iter().map(|c| (c.name(), 0.0)).collect();
+        let mut only_position = all_zero.clone();
+        only_position[4].1 = 1.0;
+        let steered = task.clone().with_category_weights(&weights(&only_position)).unwrap();
+        for i in 0..50 {
+            assert_eq!(steered.train_prompt(1, i).category(), Category::Position);
+        }
+        let err = |pairs: &[(&str, f64)]| {
+            task.clone().with_category_weights(&weights(pairs)).unwrap_err().to_string()
+        };
+        assert!(err(&[("positions", 1.0)]).contains("positions"), "{}", err(&[("positions", 1.0)]));
+        assert!(err(&[("counting", -1.0)]).contains("counting = -1"));
+        assert!(err(&[("counting", f64::NAN)]).contains("finite"));
+        assert!(err(&all_zero).contains("positive weight"));
     }
 }

@@ -35,8 +35,8 @@ pub use render::{
 pub use reward::{ShapesReward, ShapesScore};
 pub use scene::{Scene, SceneObject, IMAGE_SIZE};
 pub use split::{
-    all_prompts, balanced_prompt, by_category, category_prompts, eval_list, split, PromptSplit,
-    SplitConfig,
+    all_prompts, balanced_prompt, by_category, category_prompts, eval_list, split, weighted_prompt,
+    PromptSplit, SplitConfig,
 };
 pub use verify::{verify, verify_with, Detection, Verdict, VerifyOptions};
 pub use vocab::{tokenize, MAX_TOKENS, PAD_ID, VOCABULARY, VOCAB_SIZE};

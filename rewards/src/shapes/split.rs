@@ -204,6 +204,45 @@ pub fn balanced_prompt(
     Some(prompts[rng.below(prompts.len() as u64) as usize].clone())
 }
 
+/// Draw `index` of a category-weighted stream over `groups` (from [`by_category`]): category
+/// `c` with probability `w_c / Σ w`, then a prompt uniformly within it, both keyed by
+/// `(seed, index)`. `weights[i]` weighs `groups[i]`; equal weights give exactly the stream of
+/// [`balanced_prompt`]. `None` when `groups` is empty, when the lengths differ, or when no
+/// weight is positive and finite (callers validate weights before drawing).
+#[must_use]
+pub fn weighted_prompt(
+    groups: &[(Category, Vec<Prompt>)],
+    weights: &[f64],
+    seed: u64,
+    index: u64,
+) -> Option<Prompt> {
+    if weights.len() != groups.len() || weights.iter().any(|w| !w.is_finite() || *w < 0.0) {
+        return None;
+    }
+    let total: f64 = weights.iter().sum();
+    if !(total > 0.0 && total.is_finite()) {
+        return None;
+    }
+    if weights.windows(2).all(|w| w[0] == w[1]) {
+        return balanced_prompt(groups, seed, index);
+    }
+    let mut rng = SplitMix64::keyed(&[seed, 0x6261_6c61_6e63, index]);
+    let u = rng.uniform() * total;
+    // The first category whose cumulative weight passes u; the last positive one takes any
+    // rounding remainder.
+    let mut cumulative = 0.0;
+    let mut pick = weights.iter().rposition(|w| *w > 0.0)?;
+    for (i, w) in weights.iter().enumerate() {
+        cumulative += w;
+        if *w > 0.0 && u < cumulative {
+            pick = i;
+            break;
+        }
+    }
+    let (_, prompts) = &groups[pick];
+    Some(prompts[rng.below(prompts.len() as u64) as usize].clone())
+}
+
 /// The evaluation list of `prompts`: each category's prompts repeated in order until the
 /// category has at least `per_category` images (every prompt equally often), so every
 /// category is scored on about the same number of images and every prompt at least once.
@@ -315,6 +354,36 @@ mod tests {
         // 1×48, 2×24, 11×5, 3×16, 78×1, 18×3.
         assert_eq!(sizes, vec![48, 48, 55, 48, 78, 54]);
         assert!(s.held_out.iter().all(|p| list.contains(p)));
+    }
+
+    #[test]
+    fn weighted_draws_follow_the_weights_and_equal_weights_are_the_balanced_stream() {
+        let groups = by_category(&all_prompts());
+        let n = groups.len();
+        for i in 0..50 {
+            assert_eq!(
+                weighted_prompt(&groups, &vec![2.0; n], 3, i),
+                balanced_prompt(&groups, 3, i)
+            );
+        }
+        // Weights 0, 1, 0, 0, 3, 0 over the six categories: only two categories are drawn,
+        // in the ratio 1 : 3.
+        let mut weights = vec![0.0; n];
+        weights[1] = 1.0;
+        weights[4] = 3.0;
+        let draws = 4000;
+        let mut counts = vec![0usize; n];
+        for i in 0..draws {
+            let p = weighted_prompt(&groups, &weights, 5, i).unwrap();
+            counts[groups.iter().position(|(c, _)| *c == p.category()).unwrap()] += 1;
+        }
+        assert_eq!(counts.iter().sum::<usize>(), draws as usize);
+        assert_eq!(counts[0] + counts[2] + counts[3] + counts[5], 0, "{counts:?}");
+        let share = counts[4] as f64 / draws as f64;
+        assert!((share - 0.75).abs() < 0.03, "{counts:?}");
+        assert!(weighted_prompt(&groups, &vec![0.0; n], 5, 0).is_none());
+        assert!(weighted_prompt(&groups, &[1.0], 5, 0).is_none());
+        assert!(weighted_prompt(&groups, &vec![-1.0; n], 5, 0).is_none());
     }
 
     #[test]
