@@ -356,7 +356,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 return Err(cli::usage(format!("{}: no such metrics file", metrics.display())));
             }
             let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
-            let plotted = drift::core::metrics::plot_metrics(&metrics, &keys, &out)?;
+            let plotted =
+                drift::core::metrics::plot_metrics(&metrics, &keys, &out).map_err(|e| match e {
+                    // A key the file lacks, or too many to draw: the command line is at fault.
+                    drift::core::CoreError::Mismatch(m) => cli::usage(m),
+                    other => other.into(),
+                })?;
             outln!("{} ({})", out.display(), plotted.join(", "));
         }
         Some(Command::Bench { cases, iters }) => cli::bench::run(&cases, iters, dev)?,

@@ -131,8 +131,14 @@ fn sample_and_plot_run_on_the_shipped_models() {
     assert_eq!(code, 0, "{text}");
     assert!(png.is_file());
     let (code, text) = drift(&["plot", metrics.to_str().unwrap(), "--keys", "b"]);
-    assert_eq!(code, 1, "{text}");
+    assert_eq!(code, 2, "a key the file lacks is bad usage: {text}");
     assert!(text.contains("`b`"), "{text}");
+    // A file with more metrics than one image holds: refused by name, no panic.
+    let fields: Vec<String> = (0..5000).map(|k| format!("\"m{k}\":1")).collect();
+    std::fs::write(&metrics, format!("{{\"step\":0,{}}}\n", fields.join(","))).unwrap();
+    let (code, text) = drift(&["plot", metrics.to_str().unwrap(), "--out", png.to_str().unwrap()]);
+    assert_eq!(code, 2, "{text}");
+    assert!(text.contains("5000 metrics"), "{text}");
 }
 
 #[test]

@@ -75,6 +75,10 @@ pub enum CoreError {
     /// estimator).
     #[error("{0}")]
     Mismatch(String),
+
+    /// A run that trained nothing: every update was skipped for non-finite values.
+    #[error("the run diverged: {0}")]
+    Diverged(String),
 }
 
 /// Result alias of drift-core.

@@ -331,6 +331,27 @@ fn end_to_end_regression_reaches_target_loss_with_jsonl_and_png() {
 }
 
 #[test]
+fn plot_refuses_more_panels_than_fit_and_draws_the_most_that_do() {
+    use drift_core::metrics::MAX_PANELS;
+    let dir = tempfile::tempdir().unwrap();
+    let line = |n: usize| {
+        let fields: Vec<String> = (0..n).map(|k| format!("\"m{k:04}\":{k}")).collect();
+        format!("{{\"step\":0,{}}}\n{{\"step\":1,{}}}\n", fields.join(","), fields.join(","))
+    };
+    let png = dir.path().join("c.png");
+    let many = dir.path().join("many.jsonl");
+    std::fs::write(&many, line(20_000)).unwrap();
+    let err = plot_metrics(&many, &[], &png).unwrap_err().to_string();
+    assert!(err.contains("20000 metrics") && err.contains("--keys"), "{err}");
+    assert!(!png.exists(), "nothing is written when the plot is refused");
+    let fits = dir.path().join("fits.jsonl");
+    std::fs::write(&fits, line(MAX_PANELS)).unwrap();
+    assert_eq!(plot_metrics(&fits, &[], &png).unwrap().len(), MAX_PANELS);
+    let img = image::open(&png).unwrap().to_rgb8();
+    assert_eq!(img.height() as usize, 240 * MAX_PANELS);
+}
+
+#[test]
 fn metrics_resume_truncates_to_the_checkpoint_cursor() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("m.jsonl");
@@ -433,4 +454,40 @@ fn the_run_skeleton_resumes_bit_identically_and_stops_on_its_budget() {
     assert_eq!(reached, 1);
     let ckpt = Checkpointer::new(c_dir.path().join("checkpoints"), 2).unwrap();
     assert_eq!(ckpt.list().unwrap().iter().map(|(s, _)| *s).collect::<Vec<_>>(), [1]);
+}
+
+#[test]
+fn a_run_whose_every_update_is_skipped_reports_that_it_diverged() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = model();
+    let settings = RunSettings {
+        steps: 3,
+        seed: 7,
+        checkpoint_every: 1,
+        keep_last: 1,
+        max_seconds: None,
+        eval_every: 0,
+    };
+    let mut opt = Optimizer::new(optim_cfg(), ParamSet::all(&m.varmap)).unwrap();
+    let (mut run, _) =
+        Run::open(dir.path(), settings, "lr = 0.05", "test", "step", &mut opt).unwrap();
+    for step in run.steps() {
+        let loss = (m.w.sum_all().unwrap() * f64::NAN).unwrap();
+        let (_, report) = opt.minimize(&loss).unwrap();
+        assert!(!report.applied);
+        run.log(step + 1, &[("loss", 1.0)]).unwrap();
+        let end = run.end_of(step);
+        if run.close_step(step, end, &opt, &[]).unwrap().is_break() {
+            break;
+        }
+    }
+    let finished = run.finish(&["loss"]).unwrap();
+    assert_eq!((finished.updates_applied, finished.updates_skipped), (0, 3));
+    let err = finished.check_learned().unwrap_err().to_string();
+    assert!(err.contains("diverged") && err.contains("3 skipped"), "{err}");
+    // One applied update, or none attempted (every advantage zero), is not a divergence.
+    let applied_one = drift_core::train::Finished { updates_applied: 1, ..finished.clone() };
+    applied_one.check_learned().unwrap();
+    let none = drift_core::train::Finished { updates_skipped: 0, ..finished };
+    none.check_learned().unwrap();
 }

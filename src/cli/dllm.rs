@@ -90,7 +90,7 @@ pub fn pretrain(cmd: &super::RunCommand<'_>, dev: &Device) -> Result<()> {
     outln!("model:   {}", report.model_dir.display());
     outln!("metrics: {}", report.run.metrics.display());
     outln!("curves:  {}", report.run.curves.display());
-    Ok(())
+    Ok(report.run.check_learned()?)
 }
 
 /// `drift train dllm`: a dLLM RL recipe on the code world from a base model.
@@ -133,7 +133,7 @@ pub fn train(cmd: &super::RunCommand<'_>, dev: &Device) -> Result<()> {
     outln!("metrics: {}", r.run.metrics.display());
     outln!("curves:  {}", r.run.curves.display());
     outln!("model:   {}", r.model_dir.display());
-    Ok(())
+    Ok(r.run.check_learned()?)
 }
 
 /// The completion region of the shipped code corpus: the longest code-world target (105

@@ -80,7 +80,7 @@ pub fn pretrain(cmd: &super::RunCommand<'_>, dev: &Device) -> Result<()> {
     outln!("model:   {}", report.model_dir.display());
     outln!("metrics: {}", report.run.metrics.display());
     outln!("curves:  {}", report.run.curves.display());
-    Ok(())
+    Ok(report.run.check_learned()?)
 }
 
 /// `drift train flow`: Flow-GRPO on the shapes world; prints base vs trained held-out
@@ -133,7 +133,7 @@ pub fn train(cmd: &super::RunCommand<'_>, dev: &Device) -> Result<()> {
     outln!("curves:  {}", r.run.curves.display());
     outln!("grids:   {} (before), {} (after)", r.grid_before.display(), r.grid_after.display());
     outln!("model:   {}", r.model_dir.display());
-    Ok(())
+    Ok(r.run.check_learned()?)
 }
 
 /// The task of a run: the shapes world's split, or a JSONL prompt file whose `held_out` lines

@@ -19,12 +19,12 @@ pub(crate) struct Canvas {
 
 impl Canvas {
     pub(crate) fn new(w: u32, h: u32) -> Self {
-        Self { buf: BG.repeat((w * h) as usize), w, h }
+        Self { buf: BG.repeat(w as usize * h as usize), w, h }
     }
 
     pub(crate) fn dot(&mut self, x: i64, y: i64, rgb: [u8; 3]) {
         if x >= 0 && y >= 0 && x < i64::from(self.w) && y < i64::from(self.h) {
-            let o = ((y as u32 * self.w + x as u32) * 3) as usize;
+            let o = (y as usize * self.w as usize + x as usize) * 3;
             self.buf[o..o + 3].copy_from_slice(&rgb);
         }
     }

@@ -11,7 +11,7 @@ mod progress;
 
 pub use chart::{LineChart, Series};
 pub use jsonl::{read_metrics, retain_steps_up_to, MetricsRow, MetricsWriter};
-pub use plot::plot_metrics;
+pub use plot::{plot_metrics, MAX_PANELS};
 pub use progress::Progress;
 
 /// Mean and population standard deviation of `values`: `μ = Σv / n`, `√(Σ(v − μ)² / n)` (the

@@ -14,6 +14,9 @@ const MARGIN_R: u32 = 20;
 const MARGIN_T: u32 = 28;
 const MARGIN_B: u32 = 34;
 
+/// The most panels one PNG holds (a 900 × 15 360 image); more metrics must be chosen by name.
+pub const MAX_PANELS: usize = 64;
+
 pub(crate) fn tick_label(v: f64) -> String {
     let a = v.abs();
     if a != 0.0 && !(1e-3..1e5).contains(&a) {
@@ -91,7 +94,8 @@ fn panel(c: &mut Canvas, top: u32, key: &str, pts: &[(f64, Option<f64>)]) {
 
 /// Writes a PNG with one panel per metric of `keys` (every numeric metric but `step` and
 /// `time_s` when `keys` is empty, in name order), read from the JSONL metrics file `metrics`. Returns the
-/// metrics plotted.
+/// metrics plotted. More than [`MAX_PANELS`] metrics is an error that says how many there are
+/// and to choose some by name.
 pub fn plot_metrics(metrics: &Path, keys: &[&str], out: &Path) -> Result<Vec<String>> {
     let rows = read_metrics(metrics)?;
     let mut names: Vec<String> = keys.iter().map(|k| k.to_string()).collect();
@@ -108,6 +112,14 @@ pub fn plot_metrics(metrics: &Path, keys: &[&str], out: &Path) -> Result<Vec<Str
         return Err(CoreError::Mismatch(format!(
             "{}: no metric named `{missing}` in any line",
             metrics.display()
+        )));
+    }
+    if names.len() > MAX_PANELS {
+        return Err(CoreError::Mismatch(format!(
+            "{}: {} metrics to plot, at most {MAX_PANELS} fit one image; choose them by name \
+             (drift plot --keys a,b,…)",
+            metrics.display(),
+            names.len()
         )));
     }
     let h = PANEL_H * names.len().max(1) as u32;

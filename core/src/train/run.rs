@@ -128,6 +128,29 @@ pub struct Finished {
     pub metrics: PathBuf,
     /// Its curves (`curves.png`).
     pub curves: PathBuf,
+    /// Optimizer updates applied over the whole run (resumed ones included).
+    #[serde(default)]
+    pub updates_applied: u64,
+    /// Updates skipped for a non-finite loss or gradient over the whole run.
+    #[serde(default)]
+    pub updates_skipped: u64,
+}
+
+impl Finished {
+    /// An error when the run diverged: at least one update was attempted and every one was
+    /// skipped for non-finite values, so the saved model is the base. The binary turns it into
+    /// exit status 1 after everything else has been written.
+    pub fn check_learned(&self) -> Result<()> {
+        if self.updates_applied == 0 && self.updates_skipped > 0 {
+            return Err(crate::error::CoreError::Diverged(format!(
+                "every update of the run was skipped for a non-finite loss or gradient ({} \
+                 skipped, 0 applied): the saved model is the base; lower the learning rate or \
+                 check the reward",
+                self.updates_skipped
+            )));
+        }
+        Ok(())
+    }
 }
 
 /// One training run in a directory: `checkpoints/`, `metrics.jsonl`, `curves.png`.
@@ -144,6 +167,8 @@ pub struct Run {
     start: Instant,
     first: u64,
     last: u64,
+    /// The optimizer's applied and skipped update counts at the last closed step.
+    updates: (u64, u64),
     extra: serde_json::Value,
 }
 
@@ -201,6 +226,7 @@ impl Run {
             start,
             first,
             last: first,
+            updates: (0, 0),
             extra: serde_json::Value::Null,
         };
         Ok((run, resumed))
@@ -251,6 +277,7 @@ impl Run {
     ) -> Result<ControlFlow<()>> {
         let done = step + 1;
         self.last = done;
+        self.updates = (opt.step_count(), opt.skipped_count());
         self.progress.update(done, figures);
         if end.last || done % self.settings.checkpoint_every.max(1) == 0 {
             let meta = CheckpointMeta {
@@ -286,6 +313,8 @@ impl Run {
             seconds: self.start.elapsed().as_secs_f64(),
             metrics,
             curves,
+            updates_applied: self.updates.0,
+            updates_skipped: self.updates.1,
         })
     }
 }
