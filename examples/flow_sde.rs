@@ -24,7 +24,7 @@ fn main() -> anyhow::Result<()> {
     let n: usize = args.next().map_or(Ok(4), |a| a.parse())?;
     let out = PathBuf::from(args.next().unwrap_or_else(|| "runs/notebooks/flow_sde".into()));
     std::fs::create_dir_all(&out)?;
-    let model = load_dit_frozen(Path::new("examples/checkpoints/flow-shapes-v0"), &Device::Cpu)?;
+    let model = load_dit_frozen(Path::new("examples/checkpoints/flow-shapes-v2"), &Device::Cpu)?;
     let task = ShapesTask::new()?;
     let prompts = task.eval_prompts()[..n].to_vec();
 
