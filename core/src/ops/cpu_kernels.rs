@@ -62,6 +62,55 @@ fn map_rows(len: usize, row_len: usize, f: impl Fn(usize, &mut [f32]) + Sync) ->
     out
 }
 
+/// Elements per "row" of the element-wise kernels: any split is exact for them, this one keeps
+/// each rayon task at 16 Ki elements.
+const ELEMENTWISE_ROW: usize = 1024;
+
+/// A forward kernel's body: `f(x_row, out_row)` for every `row_len`-element row of `x` (the
+/// last row may be shorter when `row_len` does not divide the length).
+fn unary_rows(
+    op: &'static str,
+    (s, l): (&CpuStorage, &Layout),
+    row_len: usize,
+    f: impl Fn(&[f32], &mut [f32]) + Sync,
+) -> candle_core::Result<(CpuStorage, Shape)> {
+    let x = f32_slice(s, l, op)?;
+    let d = row_len.max(1);
+    let out = map_rows(x.len(), d, |at, o| {
+        for (o, x) in o.chunks_mut(d).zip(x[at..].chunks(d)) {
+            f(x, o);
+        }
+    });
+    Ok((CpuStorage::F32(out), l.shape().clone()))
+}
+
+/// A backward kernel's body: `f(x_row, g_row, out_row)` for every `row_len`-element row of the
+/// forward input (or output) `x` and the incoming gradient `g`, which must have `x`'s length.
+fn binary_rows(
+    op: &'static str,
+    (s1, l1): (&CpuStorage, &Layout),
+    (s2, l2): (&CpuStorage, &Layout),
+    row_len: usize,
+    f: impl Fn(&[f32], &[f32], &mut [f32]) + Sync,
+) -> candle_core::Result<(CpuStorage, Shape)> {
+    let (x, g) = (f32_slice(s1, l1, op)?, f32_slice(s2, l2, op)?);
+    if x.len() != g.len() {
+        candle_core::bail!("{op}: input of {} elements, gradient of {}", x.len(), g.len())
+    }
+    let d = row_len.max(1);
+    let out = map_rows(x.len(), d, |at, o| {
+        for ((o, x), g) in o.chunks_mut(d).zip(x[at..].chunks(d)).zip(g[at..].chunks(d)) {
+            f(x, g, o);
+        }
+    });
+    Ok((CpuStorage::F32(out), l1.shape().clone()))
+}
+
+/// The length of the last dimension: the row of the row-wise kernels.
+fn last_dim(l: &Layout) -> usize {
+    l.dims().last().copied().unwrap_or(1)
+}
+
 /// Element-wise tanh-GELU with its analytic backward.
 pub(super) struct Gelu;
 
@@ -71,13 +120,11 @@ impl CustomOp1 for Gelu {
     }
 
     fn cpu_fwd(&self, s: &CpuStorage, l: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
-        let x = f32_slice(s, l, self.name())?;
-        let out = map_rows(x.len(), 1, |at, o| {
-            for (o, &x) in o.iter_mut().zip(&x[at..]) {
+        unary_rows(self.name(), (s, l), ELEMENTWISE_ROW, |x, o| {
+            for (o, &x) in o.iter_mut().zip(x) {
                 *o = gelu(x);
             }
-        });
-        Ok((CpuStorage::F32(out), l.shape().clone()))
+        })
     }
 
     fn bwd(
@@ -105,13 +152,11 @@ impl CustomOp2 for GeluBackward {
         s2: &CpuStorage,
         l2: &Layout,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
-        let (x, g) = (f32_slice(s1, l1, self.name())?, f32_slice(s2, l2, self.name())?);
-        let out = map_rows(x.len(), 1, |at, o| {
-            for ((o, &x), &g) in o.iter_mut().zip(&x[at..]).zip(&g[at..]) {
+        binary_rows(self.name(), (s1, l1), (s2, l2), ELEMENTWISE_ROW, |x, g, o| {
+            for ((o, &x), &g) in o.iter_mut().zip(x).zip(g) {
                 *o = g * gelu_grad(x);
             }
-        });
-        Ok((CpuStorage::F32(out), l1.shape().clone()))
+        })
     }
 }
 
@@ -135,17 +180,12 @@ impl CustomOp1 for Normalize {
     }
 
     fn cpu_fwd(&self, s: &CpuStorage, l: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
-        let x = f32_slice(s, l, self.name())?;
-        let d = l.dims().last().copied().unwrap_or(1);
-        let out = map_rows(x.len(), d, |at, o| {
-            for (o, x) in o.chunks_mut(d).zip(x[at..].chunks(d)) {
-                let (mean, inv) = moments(x, self.eps);
-                for (o, &x) in o.iter_mut().zip(x) {
-                    *o = (x - mean) * inv;
-                }
+        unary_rows(self.name(), (s, l), last_dim(l), |x, o| {
+            let (mean, inv) = moments(x, self.eps);
+            for (o, &x) in o.iter_mut().zip(x) {
+                *o = (x - mean) * inv;
             }
-        });
-        Ok((CpuStorage::F32(out), l.shape().clone()))
+        })
     }
 
     fn bwd(
@@ -176,24 +216,19 @@ impl CustomOp2 for NormalizeBackward {
         s2: &CpuStorage,
         l2: &Layout,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
-        let (x, g) = (f32_slice(s1, l1, self.name())?, f32_slice(s2, l2, self.name())?);
-        let d = l1.dims().last().copied().unwrap_or(1);
-        let n = d as f32;
-        let out = map_rows(x.len(), d, |at, o| {
-            for ((o, x), g) in o.chunks_mut(d).zip(x[at..].chunks(d)).zip(g[at..].chunks(d)) {
-                let (mean, inv) = moments(x, self.eps);
-                let (mut g_mean, mut gy_mean) = (0f32, 0f32);
-                for (&x, &g) in x.iter().zip(g) {
-                    g_mean += g;
-                    gy_mean += g * (x - mean) * inv;
-                }
-                let (g_mean, gy_mean) = (g_mean / n, gy_mean / n);
-                for ((o, &x), &g) in o.iter_mut().zip(x).zip(g) {
-                    *o = inv * (g - g_mean - (x - mean) * inv * gy_mean);
-                }
+        binary_rows(self.name(), (s1, l1), (s2, l2), last_dim(l1), |x, g, o| {
+            let n = x.len() as f32;
+            let (mean, inv) = moments(x, self.eps);
+            let (mut g_mean, mut gy_mean) = (0f32, 0f32);
+            for (&x, &g) in x.iter().zip(g) {
+                g_mean += g;
+                gy_mean += g * (x - mean) * inv;
             }
-        });
-        Ok((CpuStorage::F32(out), l1.shape().clone()))
+            let (g_mean, gy_mean) = (g_mean / n, gy_mean / n);
+            for ((o, &x), &g) in o.iter_mut().zip(x).zip(g) {
+                *o = inv * (g - g_mean - (x - mean) * inv * gy_mean);
+            }
+        })
     }
 }
 
@@ -206,21 +241,16 @@ impl CustomOp1 for Softmax {
     }
 
     fn cpu_fwd(&self, s: &CpuStorage, l: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
-        let x = f32_slice(s, l, self.name())?;
-        let d = l.dims().last().copied().unwrap_or(1);
-        let out = map_rows(x.len(), d, |at, o| {
-            for (o, x) in o.chunks_mut(d).zip(x[at..].chunks(d)) {
-                let max = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-                let mut sum = 0f32;
-                for (o, &x) in o.iter_mut().zip(x) {
-                    *o = (x - max).exp();
-                    sum += *o;
-                }
-                let inv = 1.0 / sum;
-                o.iter_mut().for_each(|o| *o *= inv);
+        unary_rows(self.name(), (s, l), last_dim(l), |x, o| {
+            let max = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            let mut sum = 0f32;
+            for (o, &x) in o.iter_mut().zip(x) {
+                *o = (x - max).exp();
+                sum += *o;
             }
-        });
-        Ok((CpuStorage::F32(out), l.shape().clone()))
+            let inv = 1.0 / sum;
+            o.iter_mut().for_each(|o| *o *= inv);
+        })
     }
 
     fn bwd(
@@ -248,16 +278,11 @@ impl CustomOp2 for SoftmaxBackward {
         s2: &CpuStorage,
         l2: &Layout,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
-        let (y, g) = (f32_slice(s1, l1, self.name())?, f32_slice(s2, l2, self.name())?);
-        let d = l1.dims().last().copied().unwrap_or(1);
-        let out = map_rows(y.len(), d, |at, o| {
-            for ((o, y), g) in o.chunks_mut(d).zip(y[at..].chunks(d)).zip(g[at..].chunks(d)) {
-                let dot: f32 = y.iter().zip(g).map(|(y, g)| y * g).sum();
-                for ((o, &y), &g) in o.iter_mut().zip(y).zip(g) {
-                    *o = y * (g - dot);
-                }
+        binary_rows(self.name(), (s1, l1), (s2, l2), last_dim(l1), |y, g, o| {
+            let dot: f32 = y.iter().zip(g).map(|(y, g)| y * g).sum();
+            for ((o, &y), &g) in o.iter_mut().zip(y).zip(g) {
+                *o = y * (g - dot);
             }
-        });
-        Ok((CpuStorage::F32(out), l1.shape().clone()))
+        })
     }
 }
