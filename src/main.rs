@@ -337,6 +337,10 @@ enum EvalCmd {
         /// Split scored: `held_out` (unseen templates) or `train` (the pretraining templates).
         #[arg(long, default_value = "held_out", value_parser = ["held_out", "train"])]
         split: String,
+        /// Score your own problems instead of the code world: a JSONL file with one
+        /// {"prompt": …, "tests": [...]} per line (every line is scored, up to --n).
+        #[arg(long)]
+        data: Option<PathBuf>,
         /// Directory for eval_samples.jsonl and eval_summary.json.
         #[arg(long)]
         out: Option<PathBuf>,
@@ -395,7 +399,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let sampling = drift_flow::grpo::EvalSampling { steps, guidance: cfg, seed, batch: 32 };
             cli::flow::eval(&model, &sampling, prompts.as_deref(), per_category, out, dev)?;
         }
-        Some(Command::Eval(EvalCmd::Dllm { model, n, canvas, batch, split, out })) => {
+        Some(Command::Eval(EvalCmd::Dllm { model, n, canvas, batch, split, data, out })) => {
             cli::existing_dir(&model, "--model")?;
             let (gen_length, block_length, steps) = canvas.resolve();
             use drift::rewards::worlds::Split;
@@ -403,7 +407,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 [Split::Train, Split::HeldOut].into_iter().find(|s| s.name() == split).ok_or_else(
                     || cli::usage(format!("--split {split:?}: expected train or held_out")),
                 )?;
-            let opts = cli::dllm::EvalOptions { n, gen_length, block_length, steps, batch, split };
+            let opts =
+                cli::dllm::EvalOptions { n, gen_length, block_length, steps, batch, split, data };
             cli::dllm::eval(&model, &opts, out.as_deref(), dev)?;
         }
     }

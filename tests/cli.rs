@@ -358,3 +358,59 @@ fn invalid_run_and_optimizer_values_exit_2_before_any_work() {
         assert!(start.elapsed().as_secs_f64() < 2.0, "{args:?} took {:?}", start.elapsed());
     }
 }
+
+#[test]
+fn dllm_scores_and_trains_on_a_users_problem_file_and_names_a_malformed_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let dllm = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/checkpoints/dllm-code-v3");
+    let data = dir.path().join("mine.jsonl");
+    std::fs::write(
+        &data,
+        concat!(
+            "{\"prompt\": \"return x doubled\", \"tests\": [\"assert f(2) == 4\"]}\n",
+            "{\"prompt\": \"return x negated\", \"tests\": [\"assert f(1) == -1\"], ",
+            "\"split\": \"held_out\"}\n",
+        ),
+    )
+    .unwrap();
+    let out = dir.path().join("eval");
+    let args = ["eval", "dllm", "--model", dllm, "--data", data.to_str().unwrap()];
+    let (code, text) = drift(&[&args[..], &["--out", out.to_str().unwrap()]].concat());
+    assert_eq!(code, 0, "{text}");
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("eval_summary.json")).unwrap())
+            .unwrap();
+    assert_eq!(summary["samples"], 2, "every line of the file is scored: {summary}");
+    assert!(summary["eval"].as_str().unwrap().contains("mine.jsonl"), "{summary}");
+    // A malformed second line: exit 2 naming the file and the line, before any decoding.
+    let bad = dir.path().join("bad.jsonl");
+    std::fs::write(&bad, "{\"prompt\": \"p\", \"tests\": [\"assert 1\"]}\n{\"prompt\": \"q\"}\n")
+        .unwrap();
+    let (code, text) = drift(&["eval", "dllm", "--model", dllm, "--data", bad.to_str().unwrap()]);
+    assert_eq!(code, 2, "{text}");
+    assert!(text.contains("bad.jsonl:2") && text.contains("tests"), "{text}");
+    let run = dir.path().join("run");
+    let set = format!("data=\"{}\"", bad.display());
+    let (code, text) = drift(&["train", "dllm", "--out", run.to_str().unwrap(), "--set", &set]);
+    assert_eq!(code, 2, "{text}");
+    assert!(text.contains("bad.jsonl:2"), "{text}");
+    assert!(!run.join("metrics.jsonl").exists(), "refused before the run started");
+    // Two iterations on the file: trains on its train line, evaluates its held-out line.
+    let set = format!("data=\"{}\"", data.display());
+    let (code, text) = drift(&[
+        "train",
+        "dllm",
+        "--out",
+        run.to_str().unwrap(),
+        "--set",
+        &set,
+        "--set",
+        "steps=1",
+        "--set",
+        "prompts_per_step=1",
+        "--set",
+        "eval_items=8",
+    ]);
+    assert_eq!(code, 0, "{text}");
+    assert!(text.contains("held-out pass rate (1 items"), "{text}");
+}

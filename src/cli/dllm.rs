@@ -8,7 +8,7 @@
 //! completion EOS…`). The world is the code world with its default configuration (seed 0,
 //! 10% of templates held out), the split every shipped model and evaluation uses.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use candle_core::Device;
@@ -104,8 +104,11 @@ pub fn train(cmd: &super::RunCommand<'_>, dev: &Device) -> Result<()> {
             cfg.base.display()
         )));
     }
+    let task = match &cfg.data {
+        Some(path) => user_task(path)?,
+        None => CodeTask::new()?,
+    };
     cmd.prepare_run_dir(&text)?;
-    let task = CodeTask::new()?;
     let r = train_dllm_grpo(&cfg, &text, &task, out, dev)?;
     outln!(
         "recipe {:?}: estimator {:?}, mu {}, G {}",
@@ -136,12 +139,20 @@ pub fn train(cmd: &super::RunCommand<'_>, dev: &Device) -> Result<()> {
     Ok(r.run.check_learned()?)
 }
 
+/// The code task over a user's problem file; a bad file is a usage error naming its line.
+fn user_task(path: &Path) -> Result<CodeTask> {
+    if !path.is_file() {
+        return Err(super::usage(format!("data file {}: no such file", path.display())));
+    }
+    CodeTask::from_file(path).map_err(|e| super::usage(e.to_string()))
+}
+
 /// The completion region of the shipped code corpus: the longest code-world target (105
 /// tokens, `string/novowels/doublechars`) plus one EOS.
 pub const CODE_COMPLETION_LEN: usize = 106;
 
 /// How `drift eval dllm` decodes.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct EvalOptions {
     /// Items scored (the first `n` of `split`).
     pub n: usize,
@@ -156,6 +167,8 @@ pub struct EvalOptions {
     /// The split scored: held-out templates (the RL target) or the train templates (what
     /// pretraining saw, a check of fit before generalisation).
     pub split: Split,
+    /// A user's problem file scored instead of the code world (every line, up to `n`).
+    pub data: Option<PathBuf>,
 }
 
 /// One decoded, scored held-out item.
@@ -200,8 +213,23 @@ pub fn evaluate(model: &DiffusionLm, opts: &EvalOptions) -> Result<Vec<Scored>> 
     if !matches!(model.tokenizer(), Some(Tokenizer::Char(_))) {
         bail!("the model has no drift character tokenizer ({CHAR_TOKENIZER_FILE})");
     }
-    let task = CodeTask::new()?;
-    let items = task.world().items(opts.split, opts.n);
+    let (task, items) = match &opts.data {
+        Some(path) => {
+            let task = user_task(path)?;
+            let items = drift_rewards::worlds::code::user::read_code_jsonl(path)
+                .map_err(|e| super::usage(e.to_string()))?
+                .into_iter()
+                .map(|(item, _)| item)
+                .take(opts.n)
+                .collect();
+            (task, items)
+        }
+        None => {
+            let task = CodeTask::new()?;
+            let items = task.world().items(opts.split, opts.n);
+            (task, items)
+        }
+    };
     let cfg = DecodeConfig {
         gen_length: opts.gen_length,
         block_length: opts.block_length,
@@ -236,7 +264,10 @@ pub fn eval(model_dir: &Path, opts: &EvalOptions, out: Option<&Path>, dev: &Devi
     let pass = mean(|s| f64::from(u8::from(s.passed)));
     let (templates, templates_passed) = template_coverage(&scored);
     let summary = serde_json::json!({
-        "eval": format!("dllm/code/{}", opts.split.name()),
+        "eval": match &opts.data {
+            Some(path) => format!("dllm/data/{}", path.display()),
+            None => format!("dllm/code/{}", opts.split.name()),
+        },
         "model": model_dir.display().to_string(),
         "samples": scored.len(),
         "gen_length": opts.gen_length,

@@ -156,6 +156,11 @@ pub struct DllmGrpoConfig {
     /// masks but lose the reward's direction. Logged rewards and pass rates stay the true
     /// ones. Default false.
     pub shuffle_rewards: bool,
+    /// Your own code problems instead of the code world: a JSONL file with one
+    /// `{"prompt": …, "tests": [...]}` per line (optional `"split": "held_out"` for the
+    /// evaluation set; a file without it is trained on and evaluated whole), scored by the same
+    /// sandboxed code reward. Default none: the shipped code world.
+    pub data: Option<PathBuf>,
 }
 
 impl Default for DllmGrpoConfig {
@@ -196,6 +201,7 @@ impl Default for DllmGrpoConfig {
             },
             eval_items: 64,
             shuffle_rewards: false,
+            data: None,
         }
     }
 }

@@ -6,6 +6,7 @@ use drift_rewards::code::{CodeReward, CodeRewardConfig};
 use drift_rewards::pool::{Pool, PoolConfig};
 use drift_rewards::reward::TextSample;
 use drift_rewards::worlds::code::{CodeItem, CodeWorld, CodeWorldConfig};
+use drift_rewards::worlds::rng::SplitMix64;
 use drift_rewards::worlds::{Split, TextItem};
 
 use crate::error::{DllmError, Result};
@@ -52,6 +53,14 @@ pub struct CodeTask {
     tokenizer: CharTokenizer,
     reward: Arc<CodeReward>,
     pool: Pool,
+    /// A user's problems ([`CodeTask::from_file`]), replacing the world's items when set.
+    user: Option<UserProblems>,
+}
+
+/// A user's code problems, split for training and evaluation.
+struct UserProblems {
+    train: Vec<CodeItem>,
+    held_out: Vec<CodeItem>,
 }
 
 impl CodeTask {
@@ -68,7 +77,46 @@ impl CodeTask {
             tokenizer: CharTokenizer::ascii(),
             reward: Arc::new(CodeReward::new(&CodeRewardConfig::default()).map_err(err)?),
             pool: Pool::new(&PoolConfig::default()).map_err(err)?,
+            user: None,
         })
+    }
+
+    /// A user's problems from a JSONL file (`drift_rewards::worlds::code::user`: one
+    /// `{"prompt": …, "tests": [...]}` per line, optional `"split"`), scored by the same
+    /// sandboxed code reward. Lines tagged `held_out` are evaluated and the others trained on;
+    /// a file without tagged lines is both trained on and evaluated (say so in a report).
+    /// Errors name the file and line of a malformed problem, or the problem whose prompt the
+    /// character tokenizer cannot encode.
+    pub fn from_file(path: &std::path::Path) -> Result<Self> {
+        let bad =
+            |value: String, expected: String| DllmError::Config { key: "data", value, expected };
+        let records = drift_rewards::worlds::code::user::read_code_jsonl(path)
+            .map_err(|e| bad(path.display().to_string(), format!("a code-problem file: {e}")))?;
+        let mut task = Self::new()?;
+        for (item, _) in &records {
+            task.tokenizer.encode(&Self::prompt_text(item)).map_err(|e| {
+                bad(
+                    format!("{}: problem `{}`", path.display(), item.id),
+                    format!("a prompt the model's tokenizer can encode: {e}"),
+                )
+            })?;
+        }
+        let (held_out, train): (Vec<_>, Vec<_>) =
+            records.into_iter().partition(|(_, s)| *s == Some(Split::HeldOut));
+        let train: Vec<CodeItem> = train.into_iter().map(|(i, _)| i).collect();
+        let held_out: Vec<CodeItem> = held_out.into_iter().map(|(i, _)| i).collect();
+        let (train, held_out) = match (train.is_empty(), held_out.is_empty()) {
+            (true, _) => (held_out.clone(), held_out),
+            (false, true) => (train.clone(), train),
+            (false, false) => (train, held_out),
+        };
+        task.user = Some(UserProblems { train, held_out });
+        Ok(task)
+    }
+
+    /// Whether the task's problems come from a user's file.
+    pub fn is_user_data(&self) -> bool {
+        self.user.is_some()
     }
 
     /// The prompt text of an item: its spec and a newline.
@@ -86,12 +134,21 @@ impl TextTask for CodeTask {
     type Item = CodeItem;
 
     fn train_item(&self, seed: u64, index: u64) -> CodeItem {
+        if let Some(user) = &self.user {
+            // Uniform over the user's training problems, keyed by (seed, index).
+            let mut rng = SplitMix64::keyed(&[seed, 0x7573_6572, index]);
+            return user.train[rng.below(user.train.len())].clone();
+        }
         // The world's train stream is keyed by the index; the run's seed offsets it.
         self.world.item(Split::Train, seed.wrapping_mul(1_000_003).wrapping_add(index))
     }
 
+    /// The first `n` held-out items; for a user's file, its held-out problems (at most `n`).
     fn eval_items(&self, n: usize) -> Vec<CodeItem> {
-        self.world.items(Split::HeldOut, n)
+        match &self.user {
+            Some(user) => user.held_out.iter().take(n).cloned().collect(),
+            None => self.world.items(Split::HeldOut, n),
+        }
     }
 
     fn prompt_ids(&self, item: &CodeItem) -> Result<Vec<u32>> {
@@ -133,5 +190,39 @@ impl TextTask for CodeTask {
                 }
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_users_file_trains_on_its_train_lines_and_evaluates_its_held_out_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("mine.jsonl");
+        let line = |p: &str, split: &str| {
+            format!("{{\"prompt\": \"{p}\", \"tests\": [\"assert f(1) == 1\"]{split}}}\n")
+        };
+        let held = ", \"split\": \"held_out\"";
+        let text = [line("a", ""), line("b", held), line("c", ""), line("d", held)].concat();
+        std::fs::write(&path, text).unwrap();
+        let task = CodeTask::from_file(&path).unwrap();
+        assert!(task.is_user_data());
+        let drawn: std::collections::BTreeSet<String> =
+            (0..64).map(|i| task.train_item(3, i).prompt).collect();
+        assert_eq!(drawn.into_iter().collect::<Vec<_>>(), vec!["a", "c"]);
+        let eval: Vec<String> = task.eval_items(10).into_iter().map(|i| i.prompt).collect();
+        assert_eq!(eval, vec!["b", "d"]);
+        assert_eq!(task.eval_items(1).len(), 1);
+        // Untagged only: trained on and evaluated whole.
+        std::fs::write(&path, line("a", "")).unwrap();
+        let task = CodeTask::from_file(&path).unwrap();
+        assert_eq!(task.eval_items(5).len(), 1);
+        assert_eq!(task.train_item(0, 0).prompt, "a");
+        // A prompt the character tokenizer cannot encode is named before any work.
+        std::fs::write(&path, line("x ≥ 1", "")).unwrap();
+        let err = CodeTask::from_file(&path).err().unwrap().to_string();
+        assert!(err.contains("line-1") && err.contains("tokenizer"), "{err}");
     }
 }

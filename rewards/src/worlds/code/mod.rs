@@ -9,6 +9,7 @@
 
 pub mod ops;
 pub mod templates;
+pub mod user;
 pub mod value;
 
 use serde::{Deserialize, Serialize};
