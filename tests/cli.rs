@@ -414,3 +414,33 @@ fn dllm_scores_and_trains_on_a_users_problem_file_and_names_a_malformed_line() {
     assert_eq!(code, 0, "{text}");
     assert!(text.contains("held-out pass rate (1 items"), "{text}");
 }
+
+#[test]
+fn dllm_sizes_beyond_the_model_or_the_memory_exit_2_before_any_work() {
+    let dllm = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/checkpoints/dllm-code-v3");
+    let sample = ["sample", "dllm", "--model", dllm, "--prompt", "x"];
+    let (code, text) = drift(&[&sample[..], &["--gen-length", "1000000"]].concat());
+    assert_eq!(code, 2, "{text}");
+    assert!(text.contains("maximum sequence length 512"), "{text}");
+    let (code, text) = drift(&[&sample[..], &["--n", "100000000"]].concat());
+    assert_eq!(code, 2, "{text}");
+    assert!(text.contains("GiB") && text.contains("--n"), "{text}");
+    let (code, text) = drift(&["eval", "dllm", "--model", dllm, "--gen-length", "1000000"]);
+    assert_eq!(code, 2, "{text}");
+    assert!(text.contains("maximum sequence length"), "{text}");
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let train = ["train", "dllm", "--out", out.to_str().unwrap()];
+    let base = format!("base=\"{dllm}\"");
+    let (code, text) =
+        drift(&[&train[..], &["--set", &base, "--set", "prompts_per_step=10000000"]].concat());
+    assert_eq!(code, 2, "{text}");
+    assert!(text.contains("prompts_per_step") && text.contains("GiB"), "{text}");
+    let (code, text) = drift(
+        &[&train[..], &["--set", "decode.gen_length=100", "--set", "decode.block_length=33"]]
+            .concat(),
+    );
+    assert_eq!(code, 2, "{text}");
+    assert!(text.contains("decode.block_length") && text.contains("33"), "{text}");
+    assert!(!out.exists(), "nothing was started");
+}

@@ -14,6 +14,15 @@ pub const MMAP_THRESHOLD: usize = 32 << 20;
 /// Extra heap grown per `sbrk` by [`keep_freed_memory`] (64 MiB).
 pub const TOP_PAD: usize = 64 << 20;
 
+/// The memory the kernel says a new allocation can get without swapping (`MemAvailable` of
+/// `/proc/meminfo`), in bytes; `None` where that file is not there or does not say.
+pub fn available_memory() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib.saturating_mul(1024))
+}
+
 /// Tells glibc's malloc to keep freed memory for reuse instead of returning it to the kernel:
 /// `M_MMAP_THRESHOLD` = [`MMAP_THRESHOLD`], `M_TRIM_THRESHOLD` = 2 GiB − 1 (never trim in
 /// practice), `M_TOP_PAD` = [`TOP_PAD`]. The process's resident memory then stays at its peak

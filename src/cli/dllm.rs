@@ -12,8 +12,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use candle_core::Device;
+use drift_dllm::grpo::TextTask;
 use drift_dllm::grpo::{decode_and_score, train_dllm_grpo, CodeTask, DllmGrpoConfig, TaskScore};
-use drift_dllm::model::{DiffusionLm, LoadOptions};
+use drift_dllm::model::{DiffusionLm, LoadOptions, ModelConfig};
 use drift_dllm::pretrain_run::{pretrain_dllm, PretrainDllmConfig, SftExample};
 use drift_dllm::tokenizer::{CharTokenizer, Tokenizer, CHAR_TOKENIZER_FILE};
 use drift_dllm::DllmError;
@@ -108,6 +109,17 @@ pub fn train(cmd: &super::RunCommand<'_>, dev: &Device) -> Result<()> {
         Some(path) => user_task(path)?,
         None => CodeTask::new()?,
     };
+    let model_cfg = ModelConfig::from_file(&cfg.base.join("config.json"))
+        .map_err(|e| super::usage(format!("base model `base = {}`: {e}", cfg.base.display())))?;
+    let mut probe = task.eval_items(cfg.eval_items);
+    probe.extend((0..256).map(|i| task.train_item(cfg.run.seed, i)));
+    check_decode_fits(
+        &model_cfg,
+        "decode.gen_length / prompts_per_step × group_size",
+        longest_prompt(&task, &probe)?,
+        cfg.decode.gen_length,
+        cfg.prompts_per_step.saturating_mul(rc.parts.group_size),
+    )?;
     cmd.prepare_run_dir(&text)?;
     let r = train_dllm_grpo(&cfg, &text, &task, out, dev)?;
     outln!(
@@ -137,6 +149,49 @@ pub fn train(cmd: &super::RunCommand<'_>, dev: &Device) -> Result<()> {
     outln!("curves:  {}", r.run.curves.display());
     outln!("model:   {}", r.model_dir.display());
     Ok(r.run.check_learned()?)
+}
+
+/// Refuses, before any work, a decode the model cannot take or this machine cannot hold:
+/// `prompt_len + gen_length` tokens beyond the checkpoint's declared maximum sequence length,
+/// or `rows` rows whose one forward pass needs more than the memory available now
+/// ([`ModelConfig::forward_bytes`], a lower estimate). `what` names the setting to change.
+pub fn check_decode_fits(
+    cfg: &ModelConfig,
+    what: &str,
+    prompt_len: usize,
+    gen_length: usize,
+    rows: usize,
+) -> Result<()> {
+    let seq = prompt_len.saturating_add(gen_length);
+    let max = cfg.max_sequence_length();
+    if seq > max {
+        return Err(super::usage(format!(
+            "{what}: a prompt of {prompt_len} tokens and a completion of {gen_length} make \
+             {seq} tokens, beyond the model's maximum sequence length {max}"
+        )));
+    }
+    if let Some(available) = drift_core::alloc::available_memory() {
+        let need = cfg.forward_bytes(rows, seq);
+        if need > available {
+            let gib = |b: u64| b as f64 / f64::from(1u32 << 30);
+            return Err(super::usage(format!(
+                "{what}: {rows} rows of {seq} tokens need at least {:.1} GiB for one forward \
+                 pass and {:.1} GiB is available; decode fewer rows at once",
+                gib(need),
+                gib(available)
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The longest prompt, in tokens, among `items` of `task`.
+fn longest_prompt(task: &CodeTask, items: &[CodeItem]) -> Result<usize> {
+    let mut longest = 0;
+    for item in items {
+        longest = longest.max(task.prompt_ids(item)?.len());
+    }
+    Ok(longest)
 }
 
 /// The code task over a user's problem file; a bad file is a usage error naming its line.
@@ -237,6 +292,13 @@ pub fn evaluate(model: &DiffusionLm, opts: &EvalOptions) -> Result<Vec<Scored>> 
         position: PositionRule::LowConfidence,
         ..DecodeConfig::default()
     };
+    check_decode_fits(
+        model.config(),
+        "--gen-length / --batch",
+        longest_prompt(&task, &items)?,
+        opts.gen_length,
+        opts.batch.min(items.len()),
+    )?;
     let batches = decode_and_score(model, &task, &items, &cfg, opts.batch)?;
     let scored = batches.into_iter().flat_map(|b| b.completions.into_iter().zip(b.scores));
     Ok(items.iter().zip(scored).map(|(item, (c, s))| Scored::new(item, c, &s)).collect())
@@ -299,7 +361,6 @@ pub fn eval(model_dir: &Path, opts: &EvalOptions, out: Option<&Path>, dev: &Devi
 #[cfg(test)]
 mod tests {
     use super::*;
-    use drift_dllm::grpo::TextTask;
 
     #[test]
     fn template_coverage_counts_templates_with_a_pass() {

@@ -78,6 +78,14 @@ pub fn dllm(model_dir: &Path, prompts: &[String], s: &DllmSampling, dev: &Device
         );
         ids.push(row);
     }
+    let longest = ids.iter().map(Vec::len).max().unwrap_or(0);
+    super::dllm::check_decode_fits(
+        model.config(),
+        "--gen-length / --n",
+        longest,
+        s.gen_length,
+        ids.len().saturating_mul(s.n),
+    )?;
     let cfg = DecodeConfig {
         gen_length: s.gen_length,
         block_length: s.block_length,

@@ -247,11 +247,23 @@ impl DllmGrpoConfig {
         if self.micro_batch == 0 {
             return bad("micro_batch", "0".into(), "at least 1");
         }
-        if self.eval_steps == 0 || self.decode.gen_length % self.decode.block_length.max(1) != 0 {
+        let d = &self.decode;
+        if d.gen_length == 0 {
+            return bad("decode.gen_length", "0".into(), "at least 1");
+        }
+        if d.block_length == 0 || d.gen_length % d.block_length != 0 {
+            return bad(
+                "decode.block_length",
+                d.block_length.to_string(),
+                &format!("a positive divisor of decode.gen_length = {}", d.gen_length),
+            );
+        }
+        let blocks = d.gen_length / d.block_length;
+        if self.eval_steps == 0 || self.eval_steps % blocks != 0 {
             return bad(
                 "eval_steps",
                 self.eval_steps.to_string(),
-                "at least 1, dividing into the blocks",
+                &format!("a positive multiple of the number of blocks ({blocks})"),
             );
         }
         parts.estimator.validate()?;

@@ -387,6 +387,33 @@ impl ModelConfig {
             ModelConfig::Dream(c) => c.vocab_size,
         }
     }
+    /// The longest sequence (prompt + completion) the checkpoint declares it handles: LLaDA's
+    /// `max_sequence_length`, Dream's `max_position_embeddings`.
+    pub fn max_sequence_length(&self) -> usize {
+        match self {
+            ModelConfig::Llada(c) => c.max_sequence_length,
+            ModelConfig::Dream(c) => c.max_position_embeddings,
+        }
+    }
+
+    /// A lower estimate of the f32 bytes one forward pass over `rows × seq` tokens holds at
+    /// once: the logits (`rows·seq·V`), one layer's attention scores (`rows·heads·seq²`) and
+    /// its activations (`rows·seq·8d`, the residual, q/k/v and the MLP's hidden state), times 4
+    /// bytes. Saturates instead of overflowing. Used to refuse a batch that cannot fit before
+    /// any work starts.
+    pub fn forward_bytes(&self, rows: usize, seq: usize) -> u64 {
+        let (d, heads) = match self {
+            ModelConfig::Llada(c) => (c.d_model, c.n_heads),
+            ModelConfig::Dream(c) => (c.hidden_size, c.num_attention_heads),
+        };
+        let (rows, seq) = (rows as u64, seq as u64);
+        let tokens = rows.saturating_mul(seq);
+        let logits = tokens.saturating_mul(self.logit_width() as u64);
+        let scores = rows.saturating_mul(heads as u64).saturating_mul(seq.saturating_mul(seq));
+        let acts = tokens.saturating_mul(8 * d as u64);
+        logits.saturating_add(scores).saturating_add(acts).saturating_mul(4)
+    }
+
     /// Validates the inner config.
     pub fn validate(&self) -> Result<()> {
         match self {
