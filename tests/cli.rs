@@ -444,3 +444,33 @@ fn dllm_sizes_beyond_the_model_or_the_memory_exit_2_before_any_work() {
     assert!(text.contains("decode.block_length") && text.contains("33"), "{text}");
     assert!(!out.exists(), "nothing was started");
 }
+
+#[test]
+fn flow_batches_beyond_the_memory_exit_2_before_any_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let out = out.to_str().unwrap();
+    let (code, text) = drift(&["pretrain", "flow", "--out", out, "--set", "batch=100000"]);
+    assert_eq!(code, 2, "{text}");
+    assert!(text.contains("batch = 100000") && text.contains("GiB"), "{text}");
+    let (code, text) = drift(&["train", "flow", "--out", out, "--set", "micro_batch=1000000"]);
+    assert_eq!(code, 2, "{text}");
+    assert!(text.contains("micro_batch = 1000000"), "{text}");
+    let flow = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/checkpoints/flow-shapes-v2");
+    let png = dir.path().join("g.png");
+    let (code, text) = drift(&[
+        "sample",
+        "flow",
+        "--model",
+        flow,
+        "--prompt",
+        "a circle",
+        "--n",
+        "100000000",
+        "--out",
+        png.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2, "{text}");
+    assert!(text.contains("--n 100000000"), "{text}");
+    assert!(!png.exists() && !dir.path().join("run").exists());
+}

@@ -61,6 +61,7 @@ pub fn pretrain(cmd: &super::RunCommand<'_>, dev: &Device) -> Result<()> {
     let out = cmd.out;
     let (cfg, text): (PretrainFlowConfig, String) = cmd.load()?;
     check_model_fits_world(&cfg).map_err(|e| super::usage(format!("{e:#}")))?;
+    super::check_memory(&format!("batch = {}", cfg.batch), cfg.model.training_bytes(cfg.batch))?;
     let split = shapes::split(&SplitConfig::default())?;
     let groups = shapes::by_category(&split.train);
     let seed = cfg.run.seed;
@@ -93,6 +94,14 @@ pub fn train(cmd: &super::RunCommand<'_>, dev: &Device) -> Result<()> {
     let model_cfg = drift_flow::model::load_dit_config(&cfg.base)
         .with_context(|| format!("base model `base = {}`", cfg.base.display()))?;
     check_model_fits_world(&PretrainFlowConfig { model: model_cfg, ..Default::default() })?;
+    // The update keeps one micro-batch's activations; the rollout one block's for the batch.
+    let rollout = cfg.prompts_per_step.saturating_mul(cfg.group_size);
+    super::check_memory(
+        &format!("micro_batch = {} / prompts_per_step × group_size = {rollout}", cfg.micro_batch),
+        model_cfg
+            .training_bytes(cfg.micro_batch)
+            .saturating_add(model_cfg.training_bytes(rollout) / model_cfg.depth.max(1) as u64),
+    )?;
     let task = task_from(cfg.prompts.as_deref(), cfg.eval_images_per_category)?
         .with_category_weights(&cfg.category_weights)?;
     let reward = shapes_reward(&cfg.rewards)?;

@@ -25,6 +25,22 @@ impl std::fmt::Display for UsageError {
 
 impl std::error::Error for UsageError {}
 
+/// A usage error when `need` bytes exceed the memory available now (where the system says),
+/// naming `what` to lower.
+pub fn check_memory(what: &str, need: u64) -> anyhow::Result<()> {
+    if let Some(available) = drift::core::alloc::available_memory() {
+        if need > available {
+            let gib = |b: u64| b as f64 / f64::from(1u32 << 30);
+            return Err(usage(format!(
+                "{what}: needs at least {:.1} GiB and {:.1} GiB is available; lower it",
+                gib(need),
+                gib(available)
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// An [`UsageError`] as an `anyhow::Error`.
 pub fn usage(message: impl Into<String>) -> anyhow::Error {
     anyhow::Error::new(UsageError(message.into()))

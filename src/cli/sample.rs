@@ -163,6 +163,12 @@ pub fn flow(
         .map(|p| Prompt::try_from(p.clone()).map_err(|e| usage(format!("--prompt {p:?}: {e}"))))
         .collect::<Result<Vec<_>>>()?;
     let model = load_dit_frozen(model_dir, dev)?;
+    let images = parsed.len().saturating_mul(s.n);
+    let mc = model.config();
+    super::check_memory(
+        &format!("--n {} × {} prompts", s.n, parsed.len()),
+        mc.training_bytes(images) / mc.depth.max(1) as u64,
+    )?;
     let task = ShapesTask::new()?;
     let repeated: Vec<Prompt> =
         parsed.iter().flat_map(|p| std::iter::repeat_n(p.clone(), s.n)).collect();

@@ -69,6 +69,18 @@ impl DitConfig {
         self.patch * self.patch * self.channels
     }
 
+    /// A lower estimate of the f32 bytes a training step over `batch` images keeps for its
+    /// backward pass: per block and image, `T·16d` activations (norms, q/k/v, attention output,
+    /// the `mlp_ratio`-wide MLP) and `2·heads·T²` attention scores, `T` the image plus text
+    /// tokens; times 4 bytes. Saturates instead of overflowing. Sampling holds one block's
+    /// share of it at a time. Used to refuse a batch that cannot fit before any work starts.
+    pub fn training_bytes(&self, batch: usize) -> u64 {
+        let t = (self.tokens() + self.text_len) as u64;
+        let per_block = t * (8 + 2 * self.mlp_ratio as u64) * self.hidden as u64
+            + 2 * self.heads as u64 * t * t;
+        (batch as u64).saturating_mul(per_block * self.depth.max(1) as u64).saturating_mul(4)
+    }
+
     /// Checks the fields, naming the one at fault.
     pub fn validate(&self) -> Result<()> {
         let bad = |field, value: usize, expected: &str| {
