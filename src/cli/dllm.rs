@@ -83,15 +83,9 @@ pub fn pretrain(cmd: &super::RunCommand<'_>, dev: &Device) -> Result<()> {
     })?;
     outln!("parameters: {}", report.parameters);
     outln!("final loss (mean of the last 10% of steps): {:.5}", report.final_loss);
-    if report.run.steps < cfg.run.steps {
-        outln!("stopped by max_seconds after step {} of {}", report.run.steps, cfg.run.steps);
-    }
+    super::print_stopped(&report.run, cfg.run.steps, "step");
     outln!("throughput: {:.0} tokens/s", report.tokens_per_s);
-    outln!("wall time: {:.1} s", report.run.seconds);
-    outln!("model:   {}", report.model_dir.display());
-    outln!("metrics: {}", report.run.metrics.display());
-    outln!("curves:  {}", report.run.curves.display());
-    Ok(report.run.check_learned()?)
+    super::print_finished(&report.run, &report.model_dir)
 }
 
 /// `drift train dllm`: a dLLM RL recipe on the code world from a base model.
@@ -129,9 +123,7 @@ pub fn train(cmd: &super::RunCommand<'_>, dev: &Device) -> Result<()> {
         rc.parts.inner_iterations,
         rc.parts.group_size
     );
-    if r.run.steps < cfg.run.steps {
-        outln!("stopped by max_seconds after iteration {} of {}", r.run.steps, cfg.run.steps);
-    }
+    super::print_stopped(&r.run, cfg.run.steps, "iteration");
     outln!(
         "held-out pass rate ({} items, greedy, {} steps): base {:.1}% -> trained {:.1}%",
         r.trained.items,
@@ -144,11 +136,7 @@ pub fn train(cmd: &super::RunCommand<'_>, dev: &Device) -> Result<()> {
         r.base.reward_mean,
         r.trained.reward_mean
     );
-    outln!("wall time: {:.1} s", r.run.seconds);
-    outln!("metrics: {}", r.run.metrics.display());
-    outln!("curves:  {}", r.run.curves.display());
-    outln!("model:   {}", r.model_dir.display());
-    Ok(r.run.check_learned()?)
+    super::print_finished(&r.run, &r.model_dir)
 }
 
 /// Refuses, before any work, a decode the model cannot take or this machine cannot hold:

@@ -74,14 +74,8 @@ pub fn pretrain(cmd: &super::RunCommand<'_>, dev: &Device) -> Result<()> {
         })
     })?;
     outln!("final loss (mean of the last 10% of steps): {:.5}", report.final_loss);
-    if report.run.steps < cfg.run.steps {
-        outln!("stopped by max_seconds after step {} of {}", report.run.steps, cfg.run.steps);
-    }
-    outln!("wall time: {:.1} s", report.run.seconds);
-    outln!("model:   {}", report.model_dir.display());
-    outln!("metrics: {}", report.run.metrics.display());
-    outln!("curves:  {}", report.run.curves.display());
-    Ok(report.run.check_learned()?)
+    super::print_stopped(&report.run, cfg.run.steps, "step");
+    super::print_finished(&report.run, &report.model_dir)
 }
 
 /// `drift train flow`: Flow-GRPO on the shapes world; prints base vs trained held-out
@@ -108,9 +102,7 @@ pub fn train(cmd: &super::RunCommand<'_>, dev: &Device) -> Result<()> {
     cmd.prepare_run_dir(&text)?;
     let r = train_flow_grpo(&cfg, &text, &task, reward.as_ref(), out, dev)?;
     let pct = |x: Option<f64>| x.map_or("n/a".to_string(), |v| format!("{:.1}%", 100.0 * v));
-    if r.run.steps < cfg.run.steps {
-        outln!("stopped by max_seconds after iteration {} of {}", r.run.steps, cfg.run.steps);
-    }
+    super::print_stopped(&r.run, cfg.run.steps, "iteration");
     let table = category_table(&r.base, &r.trained);
     std::fs::write(out.join("categories.md"), &table)?;
     out!("{table}");
@@ -137,12 +129,8 @@ pub fn train(cmd: &super::RunCommand<'_>, dev: &Device) -> Result<()> {
         r.base.objects_per_image.unwrap_or(f64::NAN),
         r.trained.objects_per_image.unwrap_or(f64::NAN)
     );
-    outln!("wall time: {:.1} s", r.run.seconds);
-    outln!("metrics: {}", r.run.metrics.display());
-    outln!("curves:  {}", r.run.curves.display());
     outln!("grids:   {} (before), {} (after)", r.grid_before.display(), r.grid_after.display());
-    outln!("model:   {}", r.model_dir.display());
-    Ok(r.run.check_learned()?)
+    super::print_finished(&r.run, &r.model_dir)
 }
 
 /// The task of a run: the shapes world's split, or a JSONL prompt file whose `held_out` lines

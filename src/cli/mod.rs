@@ -41,6 +41,25 @@ pub fn check_memory(what: &str, need: u64) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The line saying `max_seconds` stopped a run before its `planned` steps (counted in `unit`s),
+/// when it did.
+pub fn print_stopped(run: &drift::core::train::Finished, planned: u64, unit: &str) {
+    if run.steps < planned {
+        outln!("stopped by max_seconds after {unit} {} of {planned}", run.steps);
+    }
+}
+
+/// The closing lines of every training command (wall time; where the model, the metrics and
+/// the curves are), then the run's divergence check: an error (exit 1) when every update was
+/// skipped, after everything has been written.
+pub fn print_finished(run: &drift::core::train::Finished, model_dir: &Path) -> anyhow::Result<()> {
+    outln!("wall time: {:.1} s", run.seconds);
+    outln!("model:   {}", model_dir.display());
+    outln!("metrics: {}", run.metrics.display());
+    outln!("curves:  {}", run.curves.display());
+    Ok(run.check_learned()?)
+}
+
 /// An [`UsageError`] as an `anyhow::Error`.
 pub fn usage(message: impl Into<String>) -> anyhow::Error {
     anyhow::Error::new(UsageError(message.into()))
