@@ -110,6 +110,18 @@ impl Checkpointer {
     /// Saves the optimizer's parameters, moments and EMA with `meta`, atomically, then prunes
     /// to the newest `keep_last`. Returns the checkpoint directory.
     pub fn save(&self, opt: &Optimizer, meta: &CheckpointMeta) -> Result<PathBuf> {
+        self.save_with(opt, meta, &[])
+    }
+
+    /// [`Checkpointer::save`] plus trainer tensors outside the optimizer (a refreshed RL
+    /// reference policy), each `(file name, tensors)` written as a safetensors file of the
+    /// checkpoint and covered by its manifest; read back with [`Checkpointer::load_tensors`].
+    pub fn save_with(
+        &self,
+        opt: &Optimizer,
+        meta: &CheckpointMeta,
+        extra: &[(String, HashMap<String, Tensor>)],
+    ) -> Result<PathBuf> {
         let tmp = self.root.join(format!(".tmp-step-{:08}-{}", meta.step, std::process::id()));
         if tmp.exists() {
             fs::remove_dir_all(&tmp).map_err(io_err(&tmp))?;
@@ -122,6 +134,15 @@ impl Checkpointer {
         files.push((OPTIMIZER, safetensors_bytes(&moments, &tmp.join(OPTIMIZER))?));
         if let Some(ema) = opt.ema() {
             files.push((EMA, safetensors_bytes(ema.weights(), &tmp.join(EMA))?));
+        }
+        for (name, tensors) in extra {
+            if [WEIGHTS, OPTIMIZER, EMA, META, MANIFEST].contains(&name.as_str()) {
+                return Err(CoreError::Checkpoint {
+                    path: tmp.join(name),
+                    reason: "a trainer file may not take the name of a checkpoint file".into(),
+                });
+            }
+            files.push((name.as_str(), safetensors_bytes(tensors, &tmp.join(name))?));
         }
         let mut meta = meta.clone();
         meta.optimizer_step = opt.step_count();
@@ -194,6 +215,24 @@ impl Checkpointer {
             }
         }
         Ok((None, rejected))
+    }
+
+    /// The trainer tensors saved as `name` by [`Checkpointer::save_with`] in checkpoint `dir`,
+    /// after verifying the checkpoint; an error naming the file when the checkpoint has none.
+    pub fn load_tensors(
+        dir: &Path,
+        name: &str,
+        device: &Device,
+    ) -> Result<HashMap<String, Tensor>> {
+        verify(dir)?;
+        let path = dir.join(name);
+        if !path.exists() {
+            return Err(CoreError::Checkpoint {
+                path,
+                reason: "not in this checkpoint (written by a run with other settings?)".into(),
+            });
+        }
+        Ok(candle_core::safetensors::load(&path, device)?)
     }
 
     /// Loads checkpoint `dir` into `opt` (weights, moments, schedule position, EMA) after

@@ -170,6 +170,8 @@ pub struct Run {
     /// The optimizer's applied and skipped update counts at the last closed step.
     updates: (u64, u64),
     extra: serde_json::Value,
+    /// Trainer tensors saved with every checkpoint (file name, tensors).
+    extra_tensors: Vec<(String, std::collections::HashMap<String, candle_core::Tensor>)>,
 }
 
 impl Run {
@@ -228,6 +230,7 @@ impl Run {
             last: first,
             updates: (0, 0),
             extra: serde_json::Value::Null,
+            extra_tensors: Vec::new(),
         };
         Ok((run, resumed))
     }
@@ -240,6 +243,19 @@ impl Run {
     /// The run directory.
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// Tensors saved as file `name` of every later checkpoint (e.g. a refreshed reference
+    /// policy), replacing earlier ones of that name; read back on resume with
+    /// [`crate::train::Checkpointer::load_tensors`]. The tensors are held as given, so pass
+    /// snapshots that later updates do not change.
+    pub fn set_extra_tensors(
+        &mut self,
+        name: &str,
+        tensors: std::collections::HashMap<String, candle_core::Tensor>,
+    ) {
+        self.extra_tensors.retain(|(n, _)| n != name);
+        self.extra_tensors.push((name.to_string(), tensors));
     }
 
     /// The trainer state stored in every checkpoint's `extra` (e.g. the base evaluation).
@@ -289,7 +305,7 @@ impl Run {
                 optimizer_step: 0,
                 skipped_steps: 0,
             };
-            self.checkpointer.save(opt, &meta)?;
+            self.checkpointer.save_with(opt, &meta, &self.extra_tensors)?;
         }
         if end.out_of_time {
             self.progress.println(&self.budget.stop_line(self.unit, done, self.settings.steps));

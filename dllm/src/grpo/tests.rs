@@ -186,6 +186,34 @@ fn a_resumed_run_or_one_cut_by_its_time_budget_equals_an_uninterrupted_one() {
 }
 
 #[test]
+fn a_refreshing_reference_resumes_exactly_from_a_checkpoint_between_refreshes() {
+    let dir = tempfile::tempdir().unwrap();
+    random_base(&dir.path().join("base"));
+    let dev = Device::Cpu;
+    // Coupled-GRPO's k3 KL reads the reference; it is refreshed after iterations 2 and 4.
+    let mut cfg = toy_config(&dir.path().join("base"), Recipe::CoupledGrpo);
+    cfg.ref_refresh_every = 2;
+    cfg.run.steps = 5;
+    let whole = dir.path().join("whole");
+    train_dllm_grpo(&cfg, "", &toy(), &whole, &dev).unwrap();
+    // Cut after iteration 1 (reference = the base) and after 3 (reference = the policy at 2):
+    // neither checkpoint falls on a refresh.
+    for cut in [1, 3] {
+        let split = dir.path().join(format!("split-{cut}"));
+        let mut first = cfg.clone();
+        first.run.steps = cut;
+        train_dllm_grpo(&first, "", &toy(), &split, &dev).unwrap();
+        let ckpt = split.join(format!("checkpoints/step-{cut:08}"));
+        assert!(ckpt.join("reference.safetensors").exists(), "{}", ckpt.display());
+        train_dllm_grpo(&cfg, "", &toy(), &split, &dev).unwrap();
+        assert_eq!(metrics_without_times(&whole), metrics_without_times(&split), "cut at {cut}");
+    }
+    let kl: Vec<f64> =
+        metrics_without_times(&whole).iter().filter_map(|l| l["loss/kl"].as_f64()).collect();
+    assert!(kl.iter().any(|&k| k != 0.0), "the KL sees the reference: {kl:?}");
+}
+
+#[test]
 fn toy_reward_rises_under_coupled_grpo() {
     let dir = tempfile::tempdir().unwrap();
     random_base(&dir.path().join("base"));

@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use candle_core::Device;
 use drift_core::metrics::mean_std;
-use drift_core::train::{write_json, Finished, Optimizer, ParamSet, Resumed, Run};
+use drift_core::train::{write_json, Checkpointer, Finished, Optimizer, ParamSet, Resumed, Run};
 use serde::{Deserialize, Serialize};
 
 use super::config::{DllmGrpoConfig, ResolvedConfig};
@@ -60,6 +60,17 @@ fn load_models(cfg: &DllmGrpoConfig, device: &Device) -> Result<Models> {
     Ok(Models { policy, view, reference, opt })
 }
 
+/// The checkpoint file of a refreshing run's reference policy (`ref_refresh_every > 0`), so a
+/// resumed run continues against exactly the reference it had.
+const REFERENCE_FILE: &str = "reference.safetensors";
+
+/// The reference policy's weights by checkpoint name (shared storage: the reference is frozen).
+fn reference_weights(
+    reference: &DiffusionLm,
+) -> std::collections::HashMap<String, candle_core::Tensor> {
+    reference.weights().iter().map(|(n, t)| (n.clone(), t.clone())).collect()
+}
+
 fn run_eval<T: TextTask>(m: &Models, task: &T, cfg: &DllmGrpoConfig) -> Result<EvalReport> {
     let items = task.eval_items(cfg.eval_items);
     Ok(evaluate(&m.view, task, &items, &cfg.decode, cfg.eval_steps, 32)?.0)
@@ -86,9 +97,10 @@ pub fn train_dllm_grpo<T: TextTask>(
     let base = match resumed {
         Resumed::From { dir, meta } => {
             if cfg.ref_refresh_every > 0 {
-                // The reference of a refreshing run is the policy at the last refresh; a
-                // checkpoint falls on a refresh only when the periods agree.
-                m.reference = m.policy.frozen_copy()?;
+                // The reference of a refreshing run is the policy at the last refresh, which
+                // every checkpoint of such a run stores.
+                let weights = Checkpointer::load_tensors(&dir, REFERENCE_FILE, device)?;
+                m.reference = m.policy.frozen_with_weights(weights)?;
             }
             serde_json::from_value(meta.extra)
                 .map_err(|e| io_err(&dir, format!("no base evaluation in the checkpoint: {e}")))?
@@ -100,6 +112,9 @@ pub fn train_dllm_grpo<T: TextTask>(
         }
     };
     run.set_extra(serde_json::to_value(base).map_err(|e| io_err(run_dir, e))?);
+    if cfg.ref_refresh_every > 0 {
+        run.set_extra_tensors(REFERENCE_FILE, reference_weights(&m.reference));
+    }
     let mut last_eval = base;
     for step in run.steps() {
         let figures = iteration(&mut m, task, &rc, step, &mut run)?;
@@ -110,6 +125,7 @@ pub fn train_dllm_grpo<T: TextTask>(
         }
         if cfg.ref_refresh_every > 0 && (step + 1) % cfg.ref_refresh_every == 0 {
             m.reference = m.policy.frozen_copy()?;
+            run.set_extra_tensors(REFERENCE_FILE, reference_weights(&m.reference));
         }
         let figures = [figures[0], figures[1], ("eval_pass", last_eval.pass_rate)];
         if run.close_step(step, end, &m.opt, &figures)?.is_break() {

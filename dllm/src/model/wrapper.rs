@@ -148,6 +148,15 @@ impl DiffusionLm {
         Ok(copy)
     }
 
+    /// A frozen model of this architecture, configuration and tokenizer with the given weights
+    /// (a reference policy restored from a checkpoint); errors name a missing weight.
+    pub fn frozen_with_weights(&self, weights: HashMap<String, Tensor>) -> Result<Self> {
+        let opts = LoadOptions { dtype: self.dtype, device: self.device.clone(), trainable: false };
+        let mut copy = Self::build(self.config.clone(), Source::Tensors(weights), &opts)?;
+        copy.tokenizer = self.tokenizer.clone();
+        Ok(copy)
+    }
+
     /// Raw logits `[B, T, V]` (f32) exactly as the architecture's reference code returns them
     /// (for Dream: unshifted).
     pub fn raw_logits(&self, ids: &Tensor, attention_mask: Option<&Tensor>) -> Result<Tensor> {
