@@ -474,3 +474,25 @@ fn flow_batches_beyond_the_memory_exit_2_before_any_work() {
     assert!(text.contains("--n 100000000"), "{text}");
     assert!(!png.exists() && !dir.path().join("run").exists());
 }
+
+#[test]
+fn a_run_whose_every_update_blows_up_exits_1_after_saving() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let (code, text) = drift(&[
+        "pretrain",
+        "flow",
+        "--out",
+        out.to_str().unwrap(),
+        "--set",
+        "optim.adamw.lr=1e30",
+        "--set",
+        "run.steps=2",
+        "--set",
+        "batch=2",
+    ]);
+    assert_eq!(code, 1, "{text}");
+    assert!(text.contains("diverged") && text.contains("2 skipped"), "{text}");
+    assert!(out.join("model/model.safetensors").exists() && out.join("metrics.jsonl").exists());
+    assert!(!text.contains("panicked"), "{text}");
+}

@@ -52,6 +52,7 @@ fn optim_cfg() -> OptimConfig {
         schedule: LrSchedule::Cosine { warmup: 2, total: 100, min_ratio: 0.1 },
         max_grad_norm: Some(1.0),
         ema: Some(EmaConfig { decay: 0.9, every: 2 }),
+        max_weight_growth: 2.0,
     }
 }
 
@@ -188,6 +189,40 @@ fn a_nan_step_leaves_everything_unchanged_and_the_next_step_works() {
 }
 
 #[test]
+fn a_step_that_blows_the_weights_up_is_rejected_like_a_nan_step() {
+    let m = model();
+    // lr 1e30: one finite gradient would put every weight near 1e30 (and the square sums past
+    // f32's range), the case a misconfigured run applied once and then exited 0.
+    let cfg = OptimConfig { adamw: AdamWConfig { lr: 1e30, ..optim_cfg().adamw }, ..optim_cfg() };
+    let mut opt = Optimizer::new(cfg, ParamSet::all(&m.varmap)).unwrap();
+    let before = values(&m, &opt);
+    let (x, y) = data(3, 0, 0..BATCH as u64);
+    let loss = mse(&m, &x, &y);
+    let value = f64::from(loss.to_scalar::<f32>().unwrap());
+    let grads = Grads::from_store(&loss.backward().unwrap(), opt.params(), 1.0).unwrap();
+    let report = opt.step(value, grads).unwrap();
+    assert_eq!(report.skipped, Some(SkipReason::WeightBlowUp));
+    assert!(report.grad_norm.is_finite());
+    assert_eq!(values(&m, &opt), before, "weights, EMA and moments untouched");
+    assert_eq!((opt.step_count(), opt.skipped_count()), (0, 1));
+    // Adam's first step moves every weight by exactly lr: at a constant lr 0.5 the 0.1 weights
+    // become 0.6 or −0.4 (the norm grows at least 4×), past the default factor 2; inf turns
+    // the check off.
+    for (growth, applied) in [(2.0, false), (f64::INFINITY, true)] {
+        let adamw = AdamWConfig { lr: 0.5, ..optim_cfg().adamw };
+        let schedule = LrSchedule::Constant;
+        let cfg = OptimConfig { max_weight_growth: growth, adamw, schedule, ..optim_cfg() };
+        let mut opt = Optimizer::new(cfg, ParamSet::all(&m.varmap)).unwrap();
+        let (x, y) = data(3, 0, 0..BATCH as u64);
+        let (_, report) = opt.minimize(&mse(&m, &x, &y)).unwrap();
+        assert_eq!(report.applied, applied, "max_weight_growth {growth}");
+    }
+    let bad = OptimConfig { max_weight_growth: 1.0, ..optim_cfg() };
+    let err = Optimizer::new(bad, ParamSet::all(&m.varmap)).unwrap_err().to_string();
+    assert!(err.contains("optim.max_weight_growth"), "{err}");
+}
+
+#[test]
 fn truncated_or_tampered_checkpoints_are_refused_with_a_clear_message() {
     let dir = tempfile::tempdir().unwrap();
     let m = model();
@@ -291,6 +326,7 @@ fn end_to_end_regression_reaches_target_loss_with_jsonl_and_png() {
         schedule: LrSchedule::Cosine { warmup: 5, total: 300, min_ratio: 0.1 },
         max_grad_norm: Some(1.0),
         ema: Some(EmaConfig { decay: 0.9, every: 1 }),
+        max_weight_growth: 2.0,
     };
     let mut opt = Optimizer::new(cfg, ParamSet::all(&m.varmap)).unwrap();
     let mut log = MetricsWriter::create(dir.path().join("metrics.jsonl")).unwrap();

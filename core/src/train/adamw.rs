@@ -6,7 +6,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use candle_core::{DType, Tensor};
+use candle_core::{DType, Tensor, Var};
 use serde::{Deserialize, Serialize};
 
 use super::grads::Grads;
@@ -69,6 +69,32 @@ struct Moments {
     t: u64,
 }
 
+/// An AdamW update computed but not applied ([`AdamW::propose`]).
+#[derive(Debug)]
+pub struct Proposal {
+    /// Per parameter: its name, its variable, the new weights (f32) and moments.
+    rows: Vec<(String, Var, Tensor, Moments)>,
+}
+
+impl Proposal {
+    /// `(Σ θ_new², Σ θ_old²)` over the proposed parameters, as f64: two host reads per step,
+    /// from one reduction each.
+    pub fn squared_norms(&self) -> Result<(f64, f64)> {
+        let (mut new, mut old) = (Vec::new(), Vec::new());
+        for (_, var, theta, _) in &self.rows {
+            new.push(theta.sqr()?.sum_all()?);
+            old.push(var.as_tensor().to_dtype(DType::F32)?.sqr()?.sum_all()?);
+        }
+        let total = |v: Vec<Tensor>| -> Result<f64> {
+            if v.is_empty() {
+                return Ok(0.0);
+            }
+            Ok(f64::from(Tensor::stack(&v, 0)?.sum_all()?.to_scalar::<f32>()?))
+        };
+        Ok((total(new)?, total(old)?))
+    }
+}
+
 /// The AdamW optimizer and its state.
 #[derive(Debug, Clone)]
 pub struct AdamW {
@@ -92,25 +118,42 @@ impl AdamW {
     /// `θ ← θ(1 − lr λ)`, `m ← β₁m + (1−β₁)g`, `v ← β₂v + (1−β₂)g²`,
     /// `θ ← θ − lr · (m/(1−β₁ᵗ)) / (√(v/(1−β₂ᵗ)) + ε)`, all in f32.
     pub fn step(&mut self, params: &ParamSet, grads: &Grads, lr: f64) -> Result<()> {
+        let proposal = self.propose(params, grads, lr)?;
+        self.commit(proposal)
+    }
+
+    /// The update [`AdamW::step`] would make, computed but not applied: the new weights and
+    /// moments of every parameter with a gradient, for a caller to check before
+    /// [`AdamW::commit`]ting it (or dropping it, which leaves weights and state untouched).
+    pub fn propose(&self, params: &ParamSet, grads: &Grads, lr: f64) -> Result<Proposal> {
         let c = self.cfg;
+        let mut rows = Vec::new();
         for (name, var) in params.iter() {
             let Some(g) = grads.get(name) else { continue };
             let g = g.to_dtype(DType::F32)?;
-            let st = match self.state.remove(name) {
-                Some(s) => s,
-                None => Moments { m: g.zeros_like()?, v: g.zeros_like()?, t: 0 },
+            let (m0, v0, t0) = match self.state.get(name) {
+                Some(s) => (s.m.clone(), s.v.clone(), s.t),
+                None => (g.zeros_like()?, g.zeros_like()?, 0),
             };
-            let t = st.t + 1;
-            let m = ((&st.m * c.beta1)? + (&g * (1.0 - c.beta1))?)?;
-            let v = ((&st.v * c.beta2)? + (g.sqr()? * (1.0 - c.beta2))?)?;
+            let t = t0 + 1;
+            let m = ((&m0 * c.beta1)? + (&g * (1.0 - c.beta1))?)?;
+            let v = ((&v0 * c.beta2)? + (g.sqr()? * (1.0 - c.beta2))?)?;
             let m_hat = (&m / (1.0 - c.beta1.powi(t as i32)))?;
             let v_hat = (&v / (1.0 - c.beta2.powi(t as i32)))?;
             let theta = var.as_tensor().to_dtype(DType::F32)?;
             let theta = (theta * (1.0 - lr * c.weight_decay))?;
             let update = (m_hat / (v_hat.sqrt()? + c.eps)?)?;
             let theta = (theta - (update * lr)?)?;
+            rows.push((name.to_string(), var.clone(), theta, Moments { m, v, t }));
+        }
+        Ok(Proposal { rows })
+    }
+
+    /// Applies a [`Proposal`] made by [`AdamW::propose`].
+    pub fn commit(&mut self, proposal: Proposal) -> Result<()> {
+        for (name, var, theta, moments) in proposal.rows {
             var.set(&theta.to_dtype(var.dtype())?)?;
-            self.state.insert(name.to_string(), Moments { m, v, t });
+            self.state.insert(name, moments);
         }
         Ok(())
     }

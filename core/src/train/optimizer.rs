@@ -21,6 +21,11 @@ pub struct OptimConfig {
     pub max_grad_norm: Option<f64>,
     /// Weight EMA for evaluation; none when unset.
     pub ema: Option<EmaConfig>,
+    /// The most one step may grow the global weight norm, as a factor `‖θ_new‖ / ‖θ_old‖`; a
+    /// step beyond it (or one that makes a weight non-finite) is rejected like a NaN step,
+    /// leaving weights and optimizer state untouched. Default 2 (an ordinary step changes the
+    /// norm by well under 1%); `inf` turns the check off.
+    pub max_weight_growth: f64,
 }
 
 impl OptimConfig {
@@ -37,6 +42,13 @@ impl OptimConfig {
                     expected: "a finite number > 0, or no value for no clipping",
                 });
             }
+        }
+        if !(self.max_weight_growth > 1.0) {
+            return Err(CoreError::Config {
+                field: "optim.max_weight_growth",
+                value: self.max_weight_growth.to_string(),
+                expected: "a factor > 1 (inf turns the check off)",
+            });
         }
         if let Some(e) = self.ema {
             if !(0.0..=1.0).contains(&e.decay) || e.every == 0 {
@@ -58,6 +70,7 @@ impl Default for OptimConfig {
             schedule: LrSchedule::Constant,
             max_grad_norm: Some(1.0),
             ema: None,
+            max_weight_growth: 2.0,
         }
     }
 }
@@ -69,6 +82,9 @@ pub enum SkipReason {
     NonFiniteLoss,
     /// A gradient entry was `NaN` or `±inf`.
     NonFiniteGradient,
+    /// The update would have made a weight non-finite, or grown the global weight norm by
+    /// more than `max_weight_growth` (an lr far too large).
+    WeightBlowUp,
 }
 
 /// What one call to [`Optimizer::step`] did.
@@ -136,7 +152,19 @@ impl Optimizer {
             let skipped = Some(SkipReason::NonFiniteGradient);
             return Ok(StepReport { applied: false, skipped, grad_norm, lr });
         }
-        self.adamw.step(&self.params, &grads, lr)?;
+        let proposal = self.adamw.propose(&self.params, &grads, lr)?;
+        if self.cfg.max_weight_growth.is_finite() {
+            let (new, old) = proposal.squared_norms()?;
+            // From all-zero weights (a zero-initialised adapter alone) any step is growth
+            // without bound; only finiteness is checked then.
+            let growth = if old > 0.0 { (new / old).sqrt() } else { 1.0 };
+            if !new.is_finite() || growth > self.cfg.max_weight_growth {
+                self.skipped += 1;
+                let skipped = Some(SkipReason::WeightBlowUp);
+                return Ok(StepReport { applied: false, skipped, grad_norm, lr });
+            }
+        }
+        self.adamw.commit(proposal)?;
         self.step += 1;
         if let Some(ema) = &mut self.ema {
             ema.update(self.step, &self.params)?;

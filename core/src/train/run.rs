@@ -138,14 +138,15 @@ pub struct Finished {
 
 impl Finished {
     /// An error when the run diverged: at least one update was attempted and every one was
-    /// skipped for non-finite values, so the saved model is the base. The binary turns it into
+    /// skipped (non-finite values, or a weight blow-up), so the saved model is the one the run
+    /// started from. The binary turns it into
     /// exit status 1 after everything else has been written.
     pub fn check_learned(&self) -> Result<()> {
         if self.updates_applied == 0 && self.updates_skipped > 0 {
             return Err(crate::error::CoreError::Diverged(format!(
-                "every update of the run was skipped for a non-finite loss or gradient ({} \
-                 skipped, 0 applied): the saved model is the base; lower the learning rate or \
-                 check the reward",
+                "every update of the run was skipped ({} skipped, 0 applied: a non-finite loss \
+                 or gradient, or a step past optim.max_weight_growth): the saved model is the \
+                 one the run started from; lower the learning rate or check the reward",
                 self.updates_skipped
             )));
         }
