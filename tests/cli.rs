@@ -496,3 +496,20 @@ fn a_run_whose_every_update_blows_up_exits_1_after_saving() {
     assert!(out.join("model/model.safetensors").exists() && out.join("metrics.jsonl").exists());
     assert!(!text.contains("panicked"), "{text}");
 }
+
+#[test]
+fn train_dllm_refuses_a_base_without_the_character_tokenizer() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().join("base");
+    std::fs::create_dir_all(&base).unwrap();
+    let v3 = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/checkpoints/dllm-code-v3");
+    for f in ["config.json", "model.safetensors"] {
+        std::fs::copy(std::path::Path::new(v3).join(f), base.join(f)).unwrap();
+    }
+    let out = dir.path().join("run");
+    let set = format!("base=\"{}\"", base.display());
+    let (code, text) = drift(&["train", "dllm", "--out", out.to_str().unwrap(), "--set", &set]);
+    assert_eq!(code, 2, "{text}");
+    assert!(text.contains("drift_char_tokenizer.json"), "{text}");
+    assert!(!out.exists(), "refused before the run started");
+}

@@ -103,6 +103,16 @@ pub fn train(cmd: &super::RunCommand<'_>, dev: &Device) -> Result<()> {
         Some(path) => user_task(path)?,
         None => CodeTask::new()?,
     };
+    if !cfg.base.join(CHAR_TOKENIZER_FILE).is_file() {
+        // The code task encodes prompts with drift's character tokenizer; without it the run
+        // would train and save a model that `drift eval dllm` refuses.
+        return Err(super::usage(format!(
+            "base model `base = {}` has no {CHAR_TOKENIZER_FILE}: the code world's prompts are \
+             encoded with drift's character tokenizer (pretrain a base with `drift pretrain \
+             dllm`)",
+            cfg.base.display()
+        )));
+    }
     let model_cfg = ModelConfig::from_file(&cfg.base.join("config.json"))
         .map_err(|e| super::usage(format!("base model `base = {}`: {e}", cfg.base.display())))?;
     let mut probe = task.eval_items(cfg.eval_items);
