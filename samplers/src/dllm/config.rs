@@ -83,9 +83,14 @@ pub struct DecodeConfig {
     /// With `alg_temp > 0`, quota rules sample their positions without replacement from
     /// `softmax(conf / alg_temp)` instead of taking the top-n (Dream). Default 0.
     pub alg_temp: f64,
-    /// Classifier-free guidance weight `w ≥ 0`: logits `u + (w + 1)(c − u)` with `u` from the
-    /// prompt replaced by mask tokens (LLaDA `cfg_scale`). `None` runs no unconditional pass;
-    /// `Some(0.0)` runs it and gives the unguided logits exactly. Default none.
+    /// Classifier-free guidance scale `g ≥ 1` in drift's one convention, diffusers' and the
+    /// flow models': logits `u + g(c − u)`, `u` from the prompt replaced by mask tokens, so
+    /// `g = 1` is the unguided model. `None` runs no unconditional pass. Default none.
+    pub guidance: Option<f64>,
+    /// LLaDA's name and convention for the same thing (`cfg_scale` in its `generate`): weight
+    /// `w ≥ 0` with logits `u + (w + 1)(c − u)`, i.e. `guidance = w + 1`; kept as an alias so
+    /// LLaDA recipes read as written. `Some(0.0)` runs the unconditional pass and gives the
+    /// unguided logits exactly. Set at most one of the two. Default none.
     pub cfg_scale: Option<f64>,
     /// Stop tokens (EOS, EOT): the completion mask ends at the first one. Default none.
     pub stop_tokens: Vec<u32>,
@@ -103,6 +108,7 @@ impl Default for DecodeConfig {
             proposal: ProposalConfig::default(),
             position: PositionRule::LowConfidence,
             alg_temp: 0.0,
+            guidance: None,
             cfg_scale: None,
             stop_tokens: Vec::new(),
             early_stop: false,
@@ -121,6 +127,13 @@ impl DecodeConfig {
     /// The number of blocks, `gen_length / block_length`.
     pub fn blocks(&self) -> usize {
         self.gen_length / self.block_length.max(1)
+    }
+
+    /// The guidance weight in LLaDA's form, `w = g − 1` (the `w` of [`crate::dllm::guide`]),
+    /// from `guidance` or its alias `cfg_scale`; `None` when neither is set (no unconditional
+    /// pass).
+    pub fn guidance_weight(&self) -> Option<f64> {
+        self.cfg_scale.or(self.guidance.map(|g| g - 1.0))
     }
 
     /// Steps per block, `steps / blocks` (0 under `threshold`, whose steps are adaptive).
@@ -166,6 +179,16 @@ impl DecodeConfig {
         finite_at_least("alg_temp", self.alg_temp, 0.0)?;
         if let Some(w) = self.cfg_scale {
             finite_at_least("cfg_scale", w, 0.0)?;
+        }
+        if let Some(g) = self.guidance {
+            finite_at_least("guidance", g, 1.0)?;
+            if self.cfg_scale.is_some() {
+                return Err(config_err(
+                    "guidance",
+                    g,
+                    "unset when cfg_scale (LLaDA's alias, guidance = cfg_scale + 1) is set",
+                ));
+            }
         }
         match self.position {
             PositionRule::Origin { eps } if !(eps > 0.0 && eps < 1.0) => {

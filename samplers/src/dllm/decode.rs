@@ -77,10 +77,11 @@ impl<'a> DecodeBatch<'a> {
     }
 }
 
-/// Classifier-free guidance for masked models: `u + (w + 1)(c − u)` from conditional logits
-/// `c` and unconditional logits `u` (the prompt replaced by mask tokens), computed as
-/// `c + w (c − u)` so that `w = 0` returns `c` exactly (LLaDA arXiv 2502.09992, `cfg_scale`;
-/// Nie et al. 2024, "Scaling up masked diffusion models on text").
+/// Classifier-free guidance for masked models: `u + g(c − u)` with `g = w + 1`, from
+/// conditional logits `c` and unconditional logits `u` (the prompt replaced by mask tokens),
+/// computed as `c + w (c − u)` so that `w = 0` (`g = 1`) returns `c` exactly (LLaDA arXiv
+/// 2502.09992, `cfg_scale` = `w`; Nie et al. 2024, "Scaling up masked diffusion models on
+/// text"). [`DecodeConfig::guidance`] is `g`, diffusers' convention.
 pub fn guide(cond: &Tensor, uncond: &Tensor, w: f64) -> Result<Tensor> {
     Ok((cond + ((cond - uncond)? * w)?)?)
 }
@@ -329,7 +330,7 @@ impl<'m, M: MaskPredictor + ?Sized> Decoder<'m, M> {
     /// One model evaluation: the (guided) logits of the completion, `[B, L, V]`.
     fn completion_logits(&mut self) -> Result<Tensor> {
         let mask = self.pass_attention.then_some(&self.attention);
-        let logits = match self.cfg.cfg_scale {
+        let logits = match self.cfg.guidance_weight() {
             None => self.model.logits(&self.ids, mask)?.narrow(1, self.p, self.l)?,
             Some(w) => {
                 let b = self.b();

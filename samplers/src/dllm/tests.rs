@@ -309,6 +309,7 @@ fn property_commit_once_prompt_fixed_evaluations_counted() -> Result<()> {
             },
             position,
             alg_temp: [0.0, 0.5][pick(8, 2)],
+            guidance: None,
             cfg_scale: [None, Some(0.0), Some(1.5)][pick(9, 3)],
             stop_tokens: [vec![], vec![0], vec![0, 4]][pick(10, 3)].clone(),
             early_stop: pick(11, 2) == 1,
@@ -467,6 +468,24 @@ fn cfg_zero_equals_no_cfg_and_guidance_formula() -> Result<()> {
     let t = run(&DecodeConfig { cfg_scale: Some(3.0), ..cfg(6, 3, 4) }, &[vec![1, 2]], 1);
     let lp = t.token_log_prob.to_vec2::<f32>()?[0][2];
     assert!((f64::from(lp) - p(8.5, &[0.0; 6]).ln()).abs() < 1e-5, "{lp}");
+    // The one convention, diffusers' `u + g(c − u)`: guidance 4 is LLaDA's cfg_scale 3, and
+    // guidance 1 is the unguided model.
+    let g = run(&DecodeConfig { guidance: Some(4.0), ..cfg(6, 3, 4) }, &[vec![1, 2]], 1);
+    assert_eq!(g.token_log_prob.to_vec2::<f32>()?, t.token_log_prob.to_vec2::<f32>()?);
+    assert_eq!(g.tokens.to_vec2::<u32>()?, t.tokens.to_vec2::<u32>()?);
+    let one = decode(
+        &Successor,
+        &DecodeConfig { guidance: Some(1.0), ..c0.clone() },
+        &batch,
+        RngKey::new(4),
+        &dev,
+    )?;
+    assert_eq!(one.token_log_prob.to_vec2::<f32>()?, a.token_log_prob.to_vec2::<f32>()?);
+    let both = DecodeConfig { guidance: Some(2.0), cfg_scale: Some(1.0), ..c0.clone() };
+    let err = both.validate(16, 15).unwrap_err().to_string();
+    assert!(err.contains("guidance") && err.contains("cfg_scale"), "{err}");
+    let low = DecodeConfig { guidance: Some(0.5), ..c0 };
+    assert!(low.validate(16, 15).unwrap_err().to_string().contains("guidance"));
     Ok(())
 }
 
