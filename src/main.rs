@@ -341,6 +341,16 @@ enum EvalCmd {
         /// {"prompt": …, "tests": [...]} per line (every line is scored, up to --n).
         #[arg(long)]
         data: Option<PathBuf>,
+        /// Also sample each item this many times at --temperature and report the unbiased
+        /// pass@k (Chen et al. 2021) for every k of --k up to it; 0 = greedy pass@1 only.
+        #[arg(long, default_value_t = 0)]
+        samples: usize,
+        /// Proposal temperature of the pass@k samples (the rollout's default).
+        #[arg(long, default_value_t = 1.0)]
+        temperature: f64,
+        /// The k of pass@k, comma-separated.
+        #[arg(long, value_delimiter = ',', default_value = "1,5,10")]
+        k: Vec<usize>,
         /// Directory for eval_samples.jsonl and eval_summary.json.
         #[arg(long)]
         out: Option<PathBuf>,
@@ -399,7 +409,18 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let sampling = drift_flow::grpo::EvalSampling { steps, guidance: cfg, seed, batch: 32 };
             cli::flow::eval(&model, &sampling, prompts.as_deref(), per_category, out, dev)?;
         }
-        Some(Command::Eval(EvalCmd::Dllm { model, n, canvas, batch, split, data, out })) => {
+        Some(Command::Eval(EvalCmd::Dllm {
+            model,
+            n,
+            canvas,
+            batch,
+            split,
+            data,
+            samples,
+            temperature,
+            k,
+            out,
+        })) => {
             cli::existing_dir(&model, "--model")?;
             let (gen_length, block_length, steps) = canvas.resolve();
             use drift::rewards::worlds::Split;
@@ -407,8 +428,20 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 [Split::Train, Split::HeldOut].into_iter().find(|s| s.name() == split).ok_or_else(
                     || cli::usage(format!("--split {split:?}: expected train or held_out")),
                 )?;
-            let opts =
-                cli::dllm::EvalOptions { n, gen_length, block_length, steps, batch, split, data };
+            if !(temperature.is_finite() && temperature >= 0.0) {
+                return Err(cli::usage(format!("--temperature {temperature}: expected >= 0")));
+            }
+            let pass_at = cli::dllm::PassAtK { samples, temperature, k };
+            let opts = cli::dllm::EvalOptions {
+                n,
+                gen_length,
+                block_length,
+                steps,
+                batch,
+                split,
+                data,
+                pass_at,
+            };
             cli::dllm::eval(&model, &opts, out.as_deref(), dev)?;
         }
     }

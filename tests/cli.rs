@@ -513,3 +513,19 @@ fn train_dllm_refuses_a_base_without_the_character_tokenizer() {
     assert!(text.contains("drift_char_tokenizer.json"), "{text}");
     assert!(!out.exists(), "refused before the run started");
 }
+
+#[test]
+fn eval_dllm_reports_sampled_pass_at_k_for_each_k_up_to_the_samples() {
+    let dllm = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/checkpoints/dllm-code-v3");
+    let args = ["eval", "dllm", "--model", dllm, "--n", "2", "--gen-length", "8", "--samples"];
+    let (code, text) = drift(&[&args[..], &["2", "--k", "1,2,5"]].concat());
+    assert_eq!(code, 0, "{text}");
+    let summary: serde_json::Value =
+        serde_json::from_str(text.lines().rev().find(|l| l.starts_with('{')).unwrap()).unwrap();
+    let p = summary["pass_at_k"].as_object().unwrap();
+    assert_eq!(p.keys().collect::<Vec<_>>(), vec!["1", "2"], "k = 5 exceeds the 2 samples");
+    assert!(p.values().all(|v| (0.0..=1.0).contains(&v.as_f64().unwrap())));
+    let (code, text) = drift(&[&args[..], &["2", "--temperature", "nan"]].concat());
+    assert_eq!(code, 2, "{text}");
+    assert!(text.contains("--temperature"), "{text}");
+}

@@ -13,7 +13,10 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use candle_core::Device;
 use drift_dllm::grpo::TextTask;
-use drift_dllm::grpo::{decode_and_score, train_dllm_grpo, CodeTask, DllmGrpoConfig, TaskScore};
+use drift_dllm::grpo::{
+    decode_and_score, pass_at_k, sample_pass_counts, train_dllm_grpo, CodeTask, DllmGrpoConfig,
+    TaskScore,
+};
 use drift_dllm::model::{DiffusionLm, LoadOptions, ModelConfig};
 use drift_dllm::pretrain_run::{pretrain_dllm, PretrainDllmConfig, SftExample};
 use drift_dllm::tokenizer::{CharTokenizer, Tokenizer, CHAR_TOKENIZER_FILE};
@@ -222,6 +225,20 @@ pub struct EvalOptions {
     pub split: Split,
     /// A user's problem file scored instead of the code world (every line, up to `n`).
     pub data: Option<PathBuf>,
+    /// The sampled pass@k measurement (off when `samples` is 0).
+    pub pass_at: PassAtK,
+}
+
+/// How `drift eval dllm` measures pass@k: `samples` decodes per item at `temperature`, the
+/// unbiased estimate for each `k ≤ samples`.
+#[derive(Debug, Clone)]
+pub struct PassAtK {
+    /// Samples per item (0 = none).
+    pub samples: usize,
+    /// Proposal temperature.
+    pub temperature: f64,
+    /// The k reported.
+    pub k: Vec<usize>,
 }
 
 /// One decoded, scored held-out item.
@@ -263,6 +280,40 @@ impl Scored {
 /// (`drift_dllm::grpo::decode_and_score`, the trainer's evaluation) and scores them with the
 /// code reward (format gate + sandboxed tests).
 pub fn evaluate(model: &DiffusionLm, opts: &EvalOptions) -> Result<Vec<Scored>> {
+    let (task, items, cfg) = eval_setup(model, opts)?;
+    let batches = decode_and_score(model, &task, &items, &cfg, opts.batch)?;
+    let scored = batches.into_iter().flat_map(|b| b.completions.into_iter().zip(b.scores));
+    Ok(items.iter().zip(scored).map(|(item, (c, s))| Scored::new(item, c, &s)).collect())
+}
+
+/// The unbiased pass@k of `opts.pass_at` over the items [`evaluate`] scores: each decoded
+/// `samples` times at the given temperature (seed 0), as `{"k": pass@k}` for every `k` up to
+/// `samples`; `None` when `samples` is 0.
+pub fn evaluate_pass_at_k(
+    model: &DiffusionLm,
+    opts: &EvalOptions,
+) -> Result<Option<serde_json::Value>> {
+    let p = &opts.pass_at;
+    if p.samples == 0 {
+        return Ok(None);
+    }
+    let (task, items, mut cfg) = eval_setup(model, opts)?;
+    cfg.proposal.temperature = p.temperature;
+    let counts = sample_pass_counts(model, &task, &items, &cfg, p.samples, opts.batch, 0)?;
+    let mut out = serde_json::Map::new();
+    for &k in p.k.iter().filter(|&&k| k >= 1 && k <= p.samples) {
+        let sum: f64 = counts.iter().filter_map(|&c| pass_at_k(p.samples, c, k)).sum();
+        out.insert(k.to_string(), serde_json::json!(sum / counts.len().max(1) as f64));
+    }
+    Ok(Some(serde_json::Value::Object(out)))
+}
+
+/// The task, the items and the (greedy, low-confidence) decoding of `drift eval dllm`, after
+/// the checks that refuse a model or a size that cannot work.
+fn eval_setup(
+    model: &DiffusionLm,
+    opts: &EvalOptions,
+) -> Result<(CodeTask, Vec<CodeItem>, DecodeConfig)> {
     if !matches!(model.tokenizer(), Some(Tokenizer::Char(_))) {
         bail!("the model has no drift character tokenizer ({CHAR_TOKENIZER_FILE})");
     }
@@ -297,9 +348,7 @@ pub fn evaluate(model: &DiffusionLm, opts: &EvalOptions) -> Result<Vec<Scored>> 
         opts.gen_length,
         opts.batch.min(items.len()),
     )?;
-    let batches = decode_and_score(model, &task, &items, &cfg, opts.batch)?;
-    let scored = batches.into_iter().flat_map(|b| b.completions.into_iter().zip(b.scores));
-    Ok(items.iter().zip(scored).map(|(item, (c, s))| Scored::new(item, c, &s)).collect())
+    Ok((task, items, cfg))
 }
 
 /// The distinct templates among `scored` and how many of them have at least one passing item.
@@ -319,6 +368,7 @@ pub fn eval(model_dir: &Path, opts: &EvalOptions, out: Option<&Path>, dev: &Devi
     let model = DiffusionLm::from_dir(model_dir, &load)?;
     let t0 = std::time::Instant::now();
     let scored = evaluate(&model, opts)?;
+    let pass_at = evaluate_pass_at_k(&model, opts)?;
     let n = scored.len().max(1) as f64;
     let mean = |f: fn(&Scored) -> f64| scored.iter().map(f).sum::<f64>() / n;
     let pass = mean(|s| f64::from(u8::from(s.passed)));
@@ -339,6 +389,9 @@ pub fn eval(model_dir: &Path, opts: &EvalOptions, out: Option<&Path>, dev: &Devi
         "mean_execution": mean(|s| s.execution),
         "format_rate": mean(|s| f64::from(u8::from(s.format == 1.0))),
         "mean_reward": mean(|s| s.reward),
+        "pass_at_k": pass_at,
+        "pass_at_k_samples": opts.pass_at.samples,
+        "pass_at_k_temperature": opts.pass_at.temperature,
         "seconds": (t0.elapsed().as_secs_f64() * 10.0).round() / 10.0,
     });
     outln!("{summary}");

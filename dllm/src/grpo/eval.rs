@@ -75,6 +75,63 @@ pub fn decode_and_score<T: TextTask>(
     Ok(out)
 }
 
+/// The unbiased pass@k estimate of one item from `n` samples of which `c` passed (Chen et al.
+/// 2021, "Evaluating large language models trained on code", arXiv 2107.03374):
+/// `1 − C(n − c, k) / C(n, k)`, computed as `1 − Π_{i = n−c+1}^{n} (1 − k / i)`. `None` when
+/// `k` is 0 or above `n`.
+pub fn pass_at_k(n: usize, c: usize, k: usize) -> Option<f64> {
+    if k == 0 || k > n {
+        return None;
+    }
+    if n - c.min(n) < k {
+        return Some(1.0);
+    }
+    let product: f64 = (n - c.min(n) + 1..=n).map(|i| 1.0 - k as f64 / i as f64).product();
+    Some(1.0 - product)
+}
+
+/// Decodes each item `samples` times with `decode_cfg` as given (its proposal temperature,
+/// position rule and steps: the rollout's sampling; every draw keyed by `seed`) in batches of
+/// about `batch` rows, and returns how many of each item's samples pass, in item order: the
+/// counts [`pass_at_k`] reads.
+pub fn sample_pass_counts<T: TextTask>(
+    model: &DiffusionLm,
+    task: &T,
+    items: &[T::Item],
+    decode_cfg: &DecodeConfig,
+    samples: usize,
+    batch: usize,
+    seed: u64,
+) -> Result<Vec<usize>> {
+    let samples = samples.max(1);
+    let cfg = decode_cfg;
+    let per_chunk = (batch / samples).max(1);
+    let mut counts = Vec::with_capacity(items.len());
+    for (c, chunk) in items.chunks(per_chunk).enumerate() {
+        let prompts = chunk.iter().map(|i| task.prompt_ids(i)).collect::<Result<Vec<_>>>()?;
+        let b = DecodeBatch {
+            prompts: &prompts,
+            group_size: samples,
+            pad_id: PAD_ID,
+            padding: Padding::Visible,
+            first_row: (c * per_chunk * samples) as u64,
+        };
+        let trajectory = decode(model, cfg, &b, RngKey::new(seed), model.device())?;
+        let pl = trajectory.prompt_len;
+        let completions = trajectory
+            .tokens
+            .to_vec2::<u32>()?
+            .iter()
+            .map(|r| task.completion_text(&r[pl..]))
+            .collect::<Result<Vec<_>>>()?;
+        let repeated: Vec<T::Item> =
+            chunk.iter().flat_map(|i| std::iter::repeat_n(i.clone(), samples)).collect();
+        let scores = task.score(&repeated, &completions);
+        counts.extend(scores.chunks(samples).map(|g| g.iter().filter(|s| s.passed).count()));
+    }
+    Ok(counts)
+}
+
 /// Decodes each item once with `decode` made greedy (temperature 0, the same position rule,
 /// `steps` steps) in batches of `batch` rows, and scores it. Returns the report and every
 /// (completion, score).
@@ -100,4 +157,23 @@ pub fn evaluate<T: TextTask>(
         seconds: t0.elapsed().as_secs_f64(),
     };
     Ok((report, out))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::pass_at_k;
+
+    #[test]
+    fn pass_at_k_is_the_unbiased_combinatorial_estimate() {
+        // 1 − C(n−c, k)/C(n, k) by hand: n 5, c 2, k 2 → 1 − C(3,2)/C(5,2) = 1 − 3/10.
+        assert!((pass_at_k(5, 2, 2).unwrap() - 0.7).abs() < 1e-12);
+        // k = 1 is the pass fraction; c = 0 gives 0; n − c < k gives 1.
+        assert!((pass_at_k(8, 3, 1).unwrap() - 3.0 / 8.0).abs() < 1e-12);
+        assert_eq!(pass_at_k(8, 0, 4), Some(0.0));
+        assert_eq!(pass_at_k(4, 3, 2), Some(1.0));
+        // n 10, c 1, k 5 → 1 − C(9,5)/C(10,5) = 1 − 126/252.
+        assert!((pass_at_k(10, 1, 5).unwrap() - 0.5).abs() < 1e-12);
+        assert_eq!(pass_at_k(4, 1, 0), None);
+        assert_eq!(pass_at_k(4, 1, 5), None);
+    }
 }

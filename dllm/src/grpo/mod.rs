@@ -19,7 +19,9 @@ pub mod trainer;
 pub mod update;
 
 pub use config::{DllmGrpoConfig, Recipe, RecipeParts, ResolvedConfig, RECIPES};
-pub use eval::{decode_and_score, evaluate, EvalReport, ScoredBatch};
+pub use eval::{
+    decode_and_score, evaluate, pass_at_k, sample_pass_counts, EvalReport, ScoredBatch,
+};
 pub use rollout::{sample_batch, RolloutBatch};
 pub use task::{CodeTask, TaskScore, TextTask};
 pub use trainer::{train_dllm_grpo, DllmGrpoReport};
