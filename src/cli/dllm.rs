@@ -276,30 +276,38 @@ impl Scored {
     }
 }
 
-/// Decodes the first `opts.n` items of `opts.split` greedily with low-confidence remasking
-/// (`drift_dllm::grpo::decode_and_score`, the trainer's evaluation) and scores them with the
-/// code reward (format gate + sandboxed tests).
-pub fn evaluate(model: &DiffusionLm, opts: &EvalOptions) -> Result<Vec<Scored>> {
-    let (task, items, cfg) = eval_setup(model, opts)?;
-    let batches = decode_and_score(model, &task, &items, &cfg, opts.batch)?;
+/// Decodes `items` greedily with `cfg` (low-confidence remasking from [`eval_setup`];
+/// `drift_dllm::grpo::decode_and_score`, the trainer's evaluation) in batches of `batch` and
+/// scores them with the code reward (format gate + sandboxed tests).
+fn score_greedy(
+    model: &DiffusionLm,
+    task: &CodeTask,
+    items: &[CodeItem],
+    cfg: &DecodeConfig,
+    batch: usize,
+) -> Result<Vec<Scored>> {
+    let batches = decode_and_score(model, task, items, cfg, batch)?;
     let scored = batches.into_iter().flat_map(|b| b.completions.into_iter().zip(b.scores));
     Ok(items.iter().zip(scored).map(|(item, (c, s))| Scored::new(item, c, &s)).collect())
 }
 
-/// The unbiased pass@k of `opts.pass_at` over the items [`evaluate`] scores: each decoded
-/// `samples` times at the given temperature (seed 0), as `{"k": pass@k}` for every `k` up to
-/// `samples`; `None` when `samples` is 0.
-pub fn evaluate_pass_at_k(
+/// The unbiased pass@k of `opts.pass_at` over `items`: each decoded `samples` times with
+/// `greedy`'s decoding at the given temperature (seed 0), as `{"k": pass@k}` for every `k` up
+/// to `samples`; `None` when `samples` is 0.
+fn pass_at_k_report(
     model: &DiffusionLm,
+    task: &CodeTask,
+    items: &[CodeItem],
+    greedy: &DecodeConfig,
     opts: &EvalOptions,
 ) -> Result<Option<serde_json::Value>> {
     let p = &opts.pass_at;
     if p.samples == 0 {
         return Ok(None);
     }
-    let (task, items, mut cfg) = eval_setup(model, opts)?;
+    let mut cfg = greedy.clone();
     cfg.proposal.temperature = p.temperature;
-    let counts = sample_pass_counts(model, &task, &items, &cfg, p.samples, opts.batch, 0)?;
+    let counts = sample_pass_counts(model, task, items, &cfg, p.samples, opts.batch, 0)?;
     let mut out = serde_json::Map::new();
     for &k in p.k.iter().filter(|&&k| k >= 1 && k <= p.samples) {
         let sum: f64 = counts.iter().filter_map(|&c| pass_at_k(p.samples, c, k)).sum();
@@ -320,12 +328,7 @@ fn eval_setup(
     let (task, items) = match &opts.data {
         Some(path) => {
             let task = user_task(path)?;
-            let items = drift_rewards::worlds::code::user::read_code_jsonl(path)
-                .map_err(|e| super::usage(e.to_string()))?
-                .into_iter()
-                .map(|(item, _)| item)
-                .take(opts.n)
-                .collect();
+            let items = task.user_items().iter().take(opts.n).cloned().collect();
             (task, items)
         }
         None => {
@@ -367,8 +370,9 @@ pub fn eval(model_dir: &Path, opts: &EvalOptions, out: Option<&Path>, dev: &Devi
     let load = LoadOptions { device: dev.clone(), ..LoadOptions::frozen() };
     let model = DiffusionLm::from_dir(model_dir, &load)?;
     let t0 = std::time::Instant::now();
-    let scored = evaluate(&model, opts)?;
-    let pass_at = evaluate_pass_at_k(&model, opts)?;
+    let (task, items, cfg) = eval_setup(&model, opts)?;
+    let scored = score_greedy(&model, &task, &items, &cfg, opts.batch)?;
+    let pass_at = pass_at_k_report(&model, &task, &items, &cfg, opts)?;
     let n = scored.len().max(1) as f64;
     let mean = |f: fn(&Scored) -> f64| scored.iter().map(f).sum::<f64>() / n;
     let pass = mean(|s| f64::from(u8::from(s.passed)));

@@ -77,21 +77,20 @@ pub struct Proposal {
 }
 
 impl Proposal {
-    /// `(Σ θ_new², Σ θ_old²)` over the proposed parameters, as f64: two host reads per step,
-    /// from one reduction each.
+    /// `(Σ θ_new², Σ θ_old²)` over the proposed parameters, as f64: one host read per step.
     pub fn squared_norms(&self) -> Result<(f64, f64)> {
-        let (mut new, mut old) = (Vec::new(), Vec::new());
-        for (_, var, theta, _) in &self.rows {
-            new.push(theta.sqr()?.sum_all()?);
-            old.push(var.as_tensor().to_dtype(DType::F32)?.sqr()?.sum_all()?);
+        if self.rows.is_empty() {
+            return Ok((0.0, 0.0));
         }
-        let total = |v: Vec<Tensor>| -> Result<f64> {
-            if v.is_empty() {
-                return Ok(0.0);
-            }
-            Ok(f64::from(Tensor::stack(&v, 0)?.sum_all()?.to_scalar::<f32>()?))
-        };
-        Ok((total(new)?, total(old)?))
+        let mut sums = Vec::with_capacity(2 * self.rows.len());
+        for (_, var, theta, _) in &self.rows {
+            sums.push(theta.sqr()?.sum_all()?);
+            sums.push(var.as_tensor().to_dtype(DType::F32)?.sqr()?.sum_all()?);
+        }
+        // Rows of [new, old]: the column sums are the two totals.
+        let n = self.rows.len();
+        let totals = Tensor::stack(&sums, 0)?.reshape((n, 2))?.sum(0)?.to_vec1::<f32>()?;
+        Ok((f64::from(totals[0]), f64::from(totals[1])))
     }
 }
 

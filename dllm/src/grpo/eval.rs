@@ -53,26 +53,41 @@ pub fn decode_and_score<T: TextTask>(
     };
     let mut out = Vec::new();
     for chunk in items.chunks(batch.max(1)) {
-        let prompts = chunk.iter().map(|i| task.prompt_ids(i)).collect::<Result<Vec<_>>>()?;
-        let b = DecodeBatch {
-            prompts: &prompts,
-            group_size: 1,
-            pad_id: PAD_ID,
-            padding: Padding::Visible,
-            first_row: 0,
-        };
-        let trajectory = decode(model, &cfg, &b, RngKey::new(0), model.device())?;
-        let pl = trajectory.prompt_len;
-        let completions = trajectory
-            .tokens
-            .to_vec2::<u32>()?
-            .iter()
-            .map(|r| task.completion_text(&r[pl..]))
-            .collect::<Result<Vec<_>>>()?;
+        let (trajectory, completions) = decode_texts(model, task, chunk, &cfg, 1, 0, 0)?;
         let scores = task.score(chunk, &completions);
         out.push(ScoredBatch { trajectory, completions, scores });
     }
     Ok(out)
+}
+
+/// Decodes `group` completions of each of `items` in one batch (rows keyed from `first_row`
+/// under `seed`) and returns the trajectory with each row's completion text.
+fn decode_texts<T: TextTask>(
+    model: &DiffusionLm,
+    task: &T,
+    items: &[T::Item],
+    cfg: &DecodeConfig,
+    group: usize,
+    first_row: u64,
+    seed: u64,
+) -> Result<(Trajectory, Vec<String>)> {
+    let prompts = items.iter().map(|i| task.prompt_ids(i)).collect::<Result<Vec<_>>>()?;
+    let b = DecodeBatch {
+        prompts: &prompts,
+        group_size: group,
+        pad_id: PAD_ID,
+        padding: Padding::Visible,
+        first_row,
+    };
+    let trajectory = decode(model, cfg, &b, RngKey::new(seed), model.device())?;
+    let pl = trajectory.prompt_len;
+    let completions = trajectory
+        .tokens
+        .to_vec2::<u32>()?
+        .iter()
+        .map(|r| task.completion_text(&r[pl..]))
+        .collect::<Result<Vec<_>>>()?;
+    Ok((trajectory, completions))
 }
 
 /// The unbiased pass@k estimate of one item from `n` samples of which `c` passed (Chen et al.
@@ -104,26 +119,12 @@ pub fn sample_pass_counts<T: TextTask>(
     seed: u64,
 ) -> Result<Vec<usize>> {
     let samples = samples.max(1);
-    let cfg = decode_cfg;
     let per_chunk = (batch / samples).max(1);
     let mut counts = Vec::with_capacity(items.len());
     for (c, chunk) in items.chunks(per_chunk).enumerate() {
-        let prompts = chunk.iter().map(|i| task.prompt_ids(i)).collect::<Result<Vec<_>>>()?;
-        let b = DecodeBatch {
-            prompts: &prompts,
-            group_size: samples,
-            pad_id: PAD_ID,
-            padding: Padding::Visible,
-            first_row: (c * per_chunk * samples) as u64,
-        };
-        let trajectory = decode(model, cfg, &b, RngKey::new(seed), model.device())?;
-        let pl = trajectory.prompt_len;
-        let completions = trajectory
-            .tokens
-            .to_vec2::<u32>()?
-            .iter()
-            .map(|r| task.completion_text(&r[pl..]))
-            .collect::<Result<Vec<_>>>()?;
+        let first_row = (c * per_chunk * samples) as u64;
+        let (_, completions) =
+            decode_texts(model, task, chunk, decode_cfg, samples, first_row, seed)?;
         let repeated: Vec<T::Item> =
             chunk.iter().flat_map(|i| std::iter::repeat_n(i.clone(), samples)).collect();
         let scores = task.score(&repeated, &completions);

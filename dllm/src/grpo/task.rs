@@ -59,6 +59,8 @@ pub struct CodeTask {
 
 /// A user's code problems, split for training and evaluation.
 struct UserProblems {
+    /// Every problem, in file order.
+    all: Vec<CodeItem>,
     train: Vec<CodeItem>,
     held_out: Vec<CodeItem>,
 }
@@ -101,6 +103,7 @@ impl CodeTask {
                 )
             })?;
         }
+        let all: Vec<CodeItem> = records.iter().map(|(i, _)| i.clone()).collect();
         let (held_out, train): (Vec<_>, Vec<_>) =
             records.into_iter().partition(|(_, s)| *s == Some(Split::HeldOut));
         let train: Vec<CodeItem> = train.into_iter().map(|(i, _)| i).collect();
@@ -110,13 +113,18 @@ impl CodeTask {
             (false, true) => (train.clone(), train),
             (false, false) => (train, held_out),
         };
-        task.user = Some(UserProblems { train, held_out });
+        task.user = Some(UserProblems { all, train, held_out });
         Ok(task)
     }
 
     /// Whether the task's problems come from a user's file.
     pub fn is_user_data(&self) -> bool {
         self.user.is_some()
+    }
+
+    /// Every problem of the user's file in file order (empty for the code world).
+    pub fn user_items(&self) -> &[CodeItem] {
+        self.user.as_ref().map_or(&[], |u| &u.all)
     }
 
     /// The prompt text of an item: its spec and a newline.
