@@ -34,6 +34,7 @@ pub mod advantage;
 pub mod alloc;
 pub mod bench;
 pub mod error;
+pub mod font;
 pub mod groups;
 pub mod loss;
 pub mod metrics;

@@ -7,12 +7,14 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use drift_rewards::code::{CodeReward, CodeRewardConfig, Sandbox, SandboxConfig, SandboxMode};
 use drift_rewards::pool::{Pool, PoolConfig};
 use drift_rewards::reward::{Reward, TextSample};
-use drift_rewards::verifiers::{CountdownReward, SudokuReward};
+use drift_rewards::sandbox::{Sandbox, SandboxConfig, SandboxMode};
 use drift_rewards::worlds::code::{CodeItem, CodeWorld, CodeWorldConfig};
+use drift_rewards::worlds::code::{CodeReward, CodeRewardConfig};
+use drift_rewards::worlds::countdown::CountdownReward;
 use drift_rewards::worlds::countdown::{CountdownConfig, CountdownWorld};
+use drift_rewards::worlds::sudoku::SudokuReward;
 use drift_rewards::worlds::sudoku::{SudokuConfig, SudokuWorld};
 use drift_rewards::worlds::{Split, TextItem};
 

@@ -6,15 +6,20 @@
 //!   per-sample [`Details`] and recorded [`Failure`]s instead of crashes;
 //! - [`pool`]: parallel evaluation on a bounded thread pool with per-sample time-outs;
 //! - [`combine`]: weighted sums of rewards;
-//! - [`code`]: DiffuCoder's code reward (format gate 0.5 + execution 2.0) in a sandbox
-//!   (rlimits, empty environment, per-run uid, bwrap when it works);
-//! - [`verifiers`]: math final answers, Countdown, Sudoku;
-//! - [`worlds`]: the code, Sudoku and Countdown toy worlds with seeded train / held-out
-//!   splits; [`jsonl`]: their prompt sets as JSON Lines.
+//! - [`sandbox`]: running untrusted programs (rlimits, empty environment, per-run uid, bwrap
+//!   when it works);
+//! - [`verifiers`]: the verifiers shared across worlds (math final answers, exact rational
+//!   expressions, answer tags);
+//! - [`image`]: the RGB8 image buffer, JPEG (in)compressibility, PNG, captioned grids;
+//! - [`worlds`]: one folder per toy world, each with its seeded generator and train /
+//!   held-out split, its verifier or reward and its JSONL — [`worlds::shapes`] (GenEval-style
+//!   text-to-image), [`worlds::code`] (with DiffuCoder's code reward: format gate 0.5 +
+//!   execution 2.0 in the sandbox), [`worlds::countdown`], [`worlds::sudoku`]; [`jsonl`]:
+//!   JSON Lines reading and writing.
 //!
 //! ```
 //! use drift_rewards::reward::{Reward, TextSample};
-//! use drift_rewards::verifiers::CountdownReward;
+//! use drift_rewards::worlds::countdown::CountdownReward;
 //! use drift_rewards::worlds::countdown::{CountdownConfig, CountdownWorld};
 //! use drift_rewards::worlds::{Split, TextItem};
 //!
@@ -28,14 +33,13 @@
 //! # Ok::<(), drift_rewards::RewardError>(())
 //! ```
 
-pub mod code;
 pub mod combine;
 pub mod error;
 pub mod image;
 pub mod jsonl;
 pub mod pool;
 pub mod reward;
-pub mod shapes;
+pub mod sandbox;
 pub mod verifiers;
 pub mod worlds;
 

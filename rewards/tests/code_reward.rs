@@ -2,11 +2,10 @@
 
 use std::sync::Arc;
 
-use drift_rewards::code::{
-    CodeReward, CodeRewardConfig, ExecutionReward, FormatReward, Sandbox, SandboxConfig,
-};
 use drift_rewards::pool::{Pool, PoolConfig};
 use drift_rewards::reward::{Reward, TextSample};
+use drift_rewards::sandbox::{Sandbox, SandboxConfig};
+use drift_rewards::worlds::code::{CodeReward, CodeRewardConfig, ExecutionReward, FormatReward};
 
 fn sandbox() -> Arc<Sandbox> {
     Arc::new(Sandbox::new(&SandboxConfig { timeout_s: 2.0, ..SandboxConfig::default() }).unwrap())

@@ -5,9 +5,10 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use drift_rewards::code::sandbox::RunStatus;
-use drift_rewards::code::{CodeReward, CodeRewardConfig, Sandbox, SandboxConfig, SandboxMode};
 use drift_rewards::reward::{Reward, TextSample};
+use drift_rewards::sandbox::RunStatus;
+use drift_rewards::sandbox::{Sandbox, SandboxConfig, SandboxMode};
+use drift_rewards::worlds::code::{CodeReward, CodeRewardConfig};
 
 /// The sandboxes to test: limits only, and bwrap when its probe succeeds.
 fn sandboxes() -> Vec<Arc<Sandbox>> {

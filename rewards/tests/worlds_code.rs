@@ -4,13 +4,14 @@
 
 use std::sync::Arc;
 
-use drift_rewards::code::sandbox::RunStatus;
-use drift_rewards::code::{CodeReward, CodeRewardConfig, Sandbox, SandboxConfig, SandboxMode};
+use drift_core::rng::SplitMix64;
 use drift_rewards::jsonl::{read_jsonl, write_jsonl};
 use drift_rewards::reward::{Reward, TextSample};
+use drift_rewards::sandbox::RunStatus;
+use drift_rewards::sandbox::{Sandbox, SandboxConfig, SandboxMode};
 use drift_rewards::worlds::code::templates::all_templates;
 use drift_rewards::worlds::code::{CodeItem, CodeWorld, CodeWorldConfig};
-use drift_rewards::worlds::rng::SplitMix64;
+use drift_rewards::worlds::code::{CodeReward, CodeRewardConfig};
 use drift_rewards::worlds::{Split, TextItem};
 
 fn sandbox() -> Sandbox {

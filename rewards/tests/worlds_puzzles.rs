@@ -5,11 +5,12 @@ use std::collections::HashSet;
 
 use drift_rewards::jsonl::{read_jsonl, write_jsonl};
 use drift_rewards::reward::{Reward, TextSample};
-use drift_rewards::verifiers::countdown::verify as verify_countdown;
-use drift_rewards::verifiers::sudoku::verify as verify_sudoku;
-use drift_rewards::verifiers::{CountdownReward, SudokuReward};
+use drift_rewards::worlds::countdown::verify::verify as verify_countdown;
+use drift_rewards::worlds::countdown::CountdownReward;
 use drift_rewards::worlds::countdown::{CountdownConfig, CountdownItem, CountdownWorld};
 use drift_rewards::worlds::sudoku::solver::solve;
+use drift_rewards::worlds::sudoku::verify::verify as verify_sudoku;
+use drift_rewards::worlds::sudoku::SudokuReward;
 use drift_rewards::worlds::sudoku::{SudokuConfig, SudokuItem, SudokuWorld};
 use drift_rewards::worlds::{Split, TextItem};
 

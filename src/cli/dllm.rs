@@ -59,8 +59,8 @@ fn longest_target(world: &CodeWorld, tok: &CharTokenizer) -> Result<(usize, Stri
     Ok(best)
 }
 
-fn seeded(k: u64) -> drift_rewards::worlds::rng::SplitMix64 {
-    drift_rewards::worlds::rng::SplitMix64::keyed(&[k])
+fn seeded(k: u64) -> drift_core::rng::SplitMix64 {
+    drift_core::rng::SplitMix64::keyed(&[k])
 }
 
 /// Runs masked-diffusion SFT pretraining on the code world's train split.

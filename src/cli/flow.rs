@@ -10,7 +10,7 @@ use drift_flow::grpo::{
 };
 use drift_flow::model::load_dit_frozen;
 use drift_flow::pretrain_run::{pretrain_flow, PretrainFlowConfig};
-use drift_rewards::shapes::{self, Category, Prompt, SplitConfig};
+use drift_rewards::worlds::shapes::{self, Category, Prompt, SplitConfig};
 
 /// `B` training examples of the shapes world's train split, keyed by `(seed, step·B + i)`.
 fn shapes_batch(

@@ -13,7 +13,7 @@ use drift::flow::grpo::task::tensor_to_images;
 use drift::flow::grpo::{ImageTask, ShapesTask};
 use drift::flow::model::load_dit_frozen;
 use drift::rewards::image::{write_grid, GridOptions};
-use drift::rewards::shapes::{verify, Prompt};
+use drift::rewards::worlds::shapes::{verify, Prompt};
 use drift::samplers::dllm::{
     decode, DecodeBatch, DecodeConfig, Padding, PositionRule, ProposalConfig,
 };

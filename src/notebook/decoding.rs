@@ -8,10 +8,10 @@
 
 use std::time::Instant;
 
+use drift_core::font::has_glyph;
 use drift_core::metrics::{LineChart, Series};
 use drift_dllm::grpo::{decode_and_score, TaskScore, TextTask};
 use drift_dllm::model::DiffusionLm;
-use drift_rewards::image::font::{draw_text, has_glyph};
 use drift_rewards::image::Image;
 use drift_samplers::dllm::{DecodeConfig, PositionRule, Trajectory};
 
@@ -253,7 +253,7 @@ pub fn commit_order_picture<T: TextTask>(
             if let Some(c) = c {
                 let light = u32::from(bg[0]) + u32::from(bg[1]) + u32::from(bg[2]) > 380;
                 let ink = if light { [0, 0, 0] } else { [255, 255, 255] };
-                draw_text(&mut img, x + 1, y + 2, &c.to_string(), ink, 1);
+                img.draw_text(x + 1, y + 2, &c.to_string(), ink, 1);
             }
         }
     }

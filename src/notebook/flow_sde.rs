@@ -17,7 +17,7 @@ use drift_flow::grpo::task::tensor_to_images;
 use drift_flow::grpo::{mean_pairwise_distance, ImageTask, ShapesTask};
 use drift_flow::model::Dit;
 use drift_rewards::image::{grid, GridOptions, Image};
-use drift_rewards::shapes::{verify, Prompt};
+use drift_rewards::worlds::shapes::{verify, Prompt};
 use drift_samplers::flow::{
     rollout_sde, LogProbReduce, RolloutConfig, Schedule, ScheduleConfig, StepKind,
 };

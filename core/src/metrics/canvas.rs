@@ -2,8 +2,8 @@
 
 use std::path::Path;
 
-use super::font::draw_text;
 use crate::error::{io_err, CoreError, Result};
+use crate::font::draw_text;
 
 pub(crate) const BG: [u8; 3] = [255, 255, 255];
 pub(crate) const AXIS: [u8; 3] = [60, 60, 60];
@@ -65,7 +65,14 @@ impl Canvas {
     }
 
     pub(crate) fn text_rgb(&mut self, x: i64, y: i64, s: &str, rgb: [u8; 3]) {
-        draw_text(&mut self.buf, (self.w, self.h), (x, y), s, 1, rgb);
+        let (w, h) = (i64::from(self.w), i64::from(self.h));
+        let buf = &mut self.buf;
+        draw_text(x, y, s, 1, |px, py| {
+            if px >= 0 && py >= 0 && px < w && py < h {
+                let o = (py * w + px) as usize * 3;
+                buf[o..o + 3].copy_from_slice(&rgb);
+            }
+        });
     }
 }
 

@@ -4,9 +4,9 @@
 use std::path::Path;
 
 use super::canvas::{Canvas, AXIS, GRID};
-use super::font::text_width;
 use super::plot::tick_label;
 use crate::error::{CoreError, Result};
+use crate::font::text_width;
 
 /// Line colours, in series order (matplotlib's tab10).
 pub const PALETTE: [[u8; 3]; 8] = [
@@ -114,16 +114,16 @@ impl LineChart {
             let (yv, xv) = (yr.0 + (yr.1 - yr.0) * t, xr.0 + (xr.1 - xr.0) * t);
             c.line((x0, py(yv)), (x1, py(yv)), GRID, false);
             let label = tick_label(yv);
-            c.text(x0 - 6 - i64::from(text_width(&label, 1)), py(yv) - 3, &label);
+            c.text(x0 - 6 - text_width(&label, 1) as i64, py(yv) - 3, &label);
             let label = tick_label(xv);
             c.line((px(xv), y1), (px(xv), y1 + 4), AXIS, false);
-            c.text(px(xv) - i64::from(text_width(&label, 1)) / 2, y1 + 8, &label);
+            c.text(px(xv) - text_width(&label, 1) as i64 / 2, y1 + 8, &label);
         }
         c.line((x0, y0), (x0, y1), AXIS, false);
         c.line((x0, y1), (x1, y1), AXIS, false);
         c.text(x0, 8, &self.title);
         c.text(x0 - 70, y0 - 14, &self.y_label);
-        c.text(x1 - i64::from(text_width(&self.x_label, 1)), y1 + 24, &self.x_label);
+        c.text(x1 - text_width(&self.x_label, 1) as i64, y1 + 24, &self.x_label);
         for (k, s) in self.series.iter().enumerate() {
             let rgb = PALETTE[k % PALETTE.len()];
             let mut prev: Option<(i64, i64)> = None;

@@ -4,7 +4,6 @@
 
 mod canvas;
 mod chart;
-pub mod font;
 mod jsonl;
 mod plot;
 mod progress;

@@ -3,9 +3,9 @@
 use std::path::Path;
 
 use super::canvas::{Canvas, AXIS, GRID, LINE};
-use super::font::text_width;
 use super::jsonl::read_metrics;
 use crate::error::{CoreError, Result};
+use crate::font::text_width;
 
 const W: u32 = 900;
 const PANEL_H: u32 = 240;
@@ -63,19 +63,19 @@ fn panel(c: &mut Canvas, top: u32, key: &str, pts: &[(f64, Option<f64>)]) {
         let y = py(v);
         c.line((x0, y), (x1, y), GRID, false);
         let label = tick_label(v);
-        c.text(x0 - 6 - i64::from(text_width(&label, 1)), y - 3, &label);
+        c.text(x0 - 6 - text_width(&label, 1) as i64, y - 3, &label);
     }
     for i in 0..=4 {
         let s = smin + (smax - smin) * f64::from(i) / 4.0;
         let label = format!("{}", s.round() as i64);
         let x = px(s);
         c.line((x, y1), (x, y1 + 4), AXIS, false);
-        c.text(x - i64::from(text_width(&label, 1)) / 2, y1 + 8, &label);
+        c.text(x - text_width(&label, 1) as i64 / 2, y1 + 8, &label);
     }
     c.line((x0, y0), (x0, y1), AXIS, false);
     c.line((x0, y1), (x1, y1), AXIS, false);
     c.text(x0, (top + 8) as i64, key);
-    c.text(x1 - i64::from(text_width("step", 1)), y1 + 20, "step");
+    c.text(x1 - text_width("step", 1) as i64, y1 + 20, "step");
     let mut prev: Option<(i64, i64)> = None;
     for &(s, v) in pts {
         match v {

@@ -8,7 +8,7 @@
 //! Inputs to the fused kernels are made contiguous first (they reject strided views).
 //!
 //! On the CPU in f32, [`gelu`], [`normalize`], [`softmax_last_dim`] and the tracked
-//! [`layer_norm`] run drift's own one-pass kernels ([`cpu_kernels`]), which carry their backward
+//! [`layer_norm`] run drift's own one-pass kernels (`cpu_kernels`), which carry their backward
 //! pass; the same kernel serves the rollout and the training forward, so the old policy and the
 //! policy being trained evaluate one function.
 

@@ -148,7 +148,7 @@ impl AdamW {
         Ok(Proposal { rows })
     }
 
-    /// Applies a [`Proposal`] made by [`AdamW::propose`].
+    /// Applies the proposal made by [`AdamW::propose`].
     pub fn commit(&mut self, proposal: Proposal) -> Result<()> {
         for (name, var, theta, moments) in proposal.rows {
             var.set(&theta.to_dtype(var.dtype())?)?;

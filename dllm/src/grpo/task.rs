@@ -2,11 +2,11 @@
 
 use std::sync::Arc;
 
-use drift_rewards::code::{CodeReward, CodeRewardConfig};
+use drift_core::rng::SplitMix64;
 use drift_rewards::pool::{Pool, PoolConfig};
 use drift_rewards::reward::TextSample;
 use drift_rewards::worlds::code::{CodeItem, CodeWorld, CodeWorldConfig};
-use drift_rewards::worlds::rng::SplitMix64;
+use drift_rewards::worlds::code::{CodeReward, CodeRewardConfig};
 use drift_rewards::worlds::{Split, TextItem};
 
 use crate::error::{DllmError, Result};
@@ -145,7 +145,7 @@ impl TextTask for CodeTask {
         if let Some(user) = &self.user {
             // Uniform over the user's training problems, keyed by (seed, index).
             let mut rng = SplitMix64::keyed(&[seed, 0x7573_6572, index]);
-            return user.train[rng.below(user.train.len())].clone();
+            return user.train[rng.below32(user.train.len())].clone();
         }
         // The world's train stream is keyed by the index; the run's seed offsets it.
         self.world.item(Split::Train, seed.wrapping_mul(1_000_003).wrapping_add(index))

@@ -1,5 +1,5 @@
 //! [`DiffusionLm`]: one type for both architectures, implementing
-//! [`MaskPredictor`](drift_samplers::MaskPredictor) with Dream's logit shift inside.
+//! [`MaskPredictor`] with Dream's logit shift inside.
 
 use std::collections::HashMap;
 

@@ -10,7 +10,7 @@
 //!
 //! - [`config`]: [`FlowGrpoConfig`] with the reference defaults;
 //! - [`task`]: the [`ImageTask`] a run trains on, [`shapes`]: the shipped shapes world;
-//! - [`rollout`], [`update`], [`eval`]: the three phases; [`trainer`]: the loop.
+//! - [`rollout`], [`update`](mod@update), [`eval`]: the three phases; [`trainer`]: the loop.
 
 pub mod config;
 pub mod eval;

@@ -7,7 +7,9 @@ use candle_core::{Device, Tensor};
 use drift_rewards::combine::Weighted;
 use drift_rewards::image::{Image, JpegCompressibility, JpegIncompressibility};
 use drift_rewards::reward::{ImageSample, Reward};
-use drift_rewards::shapes::{self, Category, Prompt, ShapesReward, ShapesScore, SplitConfig};
+use drift_rewards::worlds::shapes::{
+    self, Category, Prompt, ShapesReward, ShapesScore, SplitConfig,
+};
 use serde::{Deserialize, Serialize};
 
 use super::task::{ImageReward, ImageTask};

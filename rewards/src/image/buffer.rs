@@ -84,6 +84,17 @@ impl Image {
         }
     }
 
+    /// Draws `text` in `rgb` with its top-left corner at (`x`, `y`) in drift's 5×7 font
+    /// ([`drift_core::font`]), each font pixel a `scale`×`scale` block; pixels falling outside
+    /// the image are clipped.
+    pub fn draw_text(&mut self, x: usize, y: usize, text: &str, rgb: [u8; 3], scale: usize) {
+        drift_core::font::draw_text(x as i64, y as i64, text, scale, |px, py| {
+            if let (Ok(px), Ok(py)) = (usize::try_from(px), usize::try_from(py)) {
+                self.set(px, py, rgb);
+            }
+        });
+    }
+
     /// Applies `f` to every channel value (e.g. a noise model), given the pixel coordinates
     /// and channel index.
     pub fn map_channels(&mut self, mut f: impl FnMut(usize, usize, usize, u8) -> u8) {

@@ -8,8 +8,8 @@ use serde::{Deserialize, Serialize};
 
 use super::buffer::{Image, MAX_PIXELS};
 use super::error::ImageError;
-use super::font::{draw_text, ADVANCE, GLYPH_HEIGHT};
 use super::png::write_png;
+use drift_core::font::{ADVANCE, GLYPH_HEIGHT};
 
 /// Layout of a grid.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -141,7 +141,7 @@ pub fn grid(
         sheet.blit(&image.upscale(scale)?, x, y);
         for (l, line) in lines.iter().enumerate() {
             let ty = y + cell_img_h + pad / 2 + l * (GLYPH_HEIGHT + LINE_GAP);
-            draw_text(&mut sheet, x, ty, line, options.text, 1);
+            sheet.draw_text(x, ty, line, options.text, 1);
         }
     }
     Ok(sheet)

@@ -63,7 +63,7 @@ pub fn jpeg_incompressibility(image: &Image) -> Result<f64, ImageError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::shapes::rng::SplitMix64;
+    use drift_core::rng::SplitMix64;
 
     fn noise(w: usize, h: usize, seed: u64) -> Image {
         let mut rng = SplitMix64::new(seed);

@@ -1,10 +1,9 @@
 //! Image utilities and rule-based image rewards: the [`Image`] buffer, JPEG
 //! (in)compressibility (DDPO, arXiv 2305.13301; Flow-GRPO, arXiv 2505.05470), PNG output and
-//! captioned image grids drawn with a built-in 5×7 bitmap font.
+//! captioned image grids drawn in drift's 5×7 bitmap font (`drift_core::font`).
 
 pub mod buffer;
 pub mod error;
-pub mod font;
 pub mod grid;
 pub mod jpeg;
 pub mod png;

@@ -49,7 +49,7 @@ impl<P: Send + Sync> Reward<ImageSample<P>> for JpegIncompressibility {
 mod tests {
     use super::*;
     use crate::image::jpeg::jpeg_compressibility;
-    use crate::shapes::rng::SplitMix64;
+    use drift_core::rng::SplitMix64;
 
     #[test]
     fn rewards_match_the_jpeg_rule_and_order_flat_above_noise() {

@@ -1,13 +1,13 @@
 //! Train / held-out splits of the toy worlds.
 //!
 //! Rule: a unit (an item's canonical content for Sudoku and Countdown, a template key for
-//! code) is held out when `content_hash(unit) ⊕ mix(seed)`, reduced mod 100, is below
+//! code) is held out when `mix64(fnv1a(unit)) ⊕ mix64(seed)`, reduced mod 100, is below
 //! `held_out_percent`. Identical content always lands in the same split, so the two splits
 //! are disjoint by construction, and the partition is a pure function of the seed.
 
 use serde::{Deserialize, Serialize};
 
-use super::rng::{content_hash, mix};
+use drift_core::rng::{fnv1a, mix64};
 
 /// Which split.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -39,7 +39,7 @@ impl Split {
 
 /// The split of `unit` under `seed` and `held_out_percent` (module rule).
 pub fn split_of(unit: &str, seed: u64, held_out_percent: u8) -> Split {
-    if (content_hash(unit.as_bytes()) ^ mix(seed)) % 100 < held_out_percent as u64 {
+    if (mix64(fnv1a(unit.as_bytes())) ^ mix64(seed)) % 100 < held_out_percent as u64 {
         Split::HeldOut
     } else {
         Split::Train

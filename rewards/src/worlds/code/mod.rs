@@ -7,19 +7,26 @@
 //! split's templates and its tests from random inputs, with expected outputs computed in
 //! Rust with Python's semantics.
 
+pub mod execute;
+pub mod extract;
+pub mod format;
 pub mod ops;
+pub mod reward;
 pub mod templates;
 pub mod user;
 pub mod value;
 
 use serde::{Deserialize, Serialize};
 
-use crate::code::CodeTask;
-use crate::worlds::rng::SplitMix64;
 use crate::worlds::split::{check_percent, split_of, Split, TextItem};
 use crate::RewardError;
+use drift_core::rng::SplitMix64;
 use templates::{all_templates, Template};
 use value::Value;
+
+pub use execute::{CodeTask, ExecutionReward};
+pub use format::FormatReward;
+pub use reward::{CodeReward, CodeRewardConfig};
 
 /// Configuration of the code world.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -116,7 +123,7 @@ impl CodeWorld {
     pub fn item(&self, split: Split, k: u64) -> CodeItem {
         let mut rng = SplitMix64::keyed(&[self.cfg.seed, 0xC0DE, split.tag(), k]);
         let ts = self.templates(split);
-        let t = ts[rng.below(ts.len())];
+        let t = ts[rng.below32(ts.len())];
         let id = format!("code-{}-{k}", if split == Split::Train { "train" } else { "held_out" });
         self.item_of(t, id, &mut rng)
     }

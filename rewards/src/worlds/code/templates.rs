@@ -12,7 +12,7 @@
 
 use super::ops::{Filter, Map, StrCount, StrOp};
 use super::value::Value;
-use crate::worlds::rng::SplitMix64;
+use drift_core::rng::SplitMix64;
 
 /// How a `reduce` template folds its selected values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -201,10 +201,10 @@ impl Template {
     pub fn random_input(&self, rng: &mut SplitMix64) -> Value {
         match self {
             Self::Reduce(..) | Self::Select(..) => {
-                let len = rng.below(8);
-                Value::List((0..len).map(|_| rng.range(-9, 9)).collect())
+                let len = rng.below32(8);
+                Value::List((0..len).map(|_| rng.range32(-9, 9)).collect())
             }
-            Self::Range(..) => Value::Int(rng.range(0, 20)),
+            Self::Range(..) => Value::Int(rng.range32(0, 20)),
             Self::Str(..) | Self::Count(..) => Value::Str(random_text(rng)),
         }
     }
@@ -246,12 +246,12 @@ impl Template {
 
 /// 1 to 12 characters: mostly lowercase letters, some uppercase, some spaces.
 fn random_text(rng: &mut SplitMix64) -> String {
-    let len = 1 + rng.below(12);
+    let len = 1 + rng.below32(12);
     (0..len)
-        .map(|_| match rng.below(20) {
+        .map(|_| match rng.below32(20) {
             0..=2 => ' ',
-            3..=6 => (b'A' + rng.below(26) as u8) as char,
-            _ => (b'a' + rng.below(26) as u8) as char,
+            3..=6 => (b'A' + rng.below32(26) as u8) as char,
+            _ => (b'a' + rng.below32(26) as u8) as char,
         })
         .collect()
 }

@@ -8,13 +8,15 @@
 //! the next attempt is drawn, so the splits are disjoint.
 
 pub mod solver;
+pub mod verify;
 
 use serde::{Deserialize, Serialize};
 
-use crate::verifiers::sudoku::{Board, SudokuTask};
-use crate::worlds::rng::SplitMix64;
 use crate::worlds::split::{check_percent, split_of, Split, TextItem};
 use crate::RewardError;
+use drift_core::rng::SplitMix64;
+
+pub use verify::{Board, SudokuReward, SudokuTask};
 
 /// Configuration of the Sudoku world.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -143,7 +145,7 @@ impl SudokuWorld {
         let solution = solver::random_full(n, rng);
         let mut cells = solution.cells().to_vec();
         let mut order: Vec<usize> = (0..n * n).collect();
-        rng.shuffle(&mut order);
+        rng.shuffle32(&mut order);
         let mut filled = n * n;
         for i in order {
             if filled == self.clues {

@@ -1,8 +1,8 @@
 //! A bitmask backtracking Sudoku solver (most-constrained cell first) that counts solutions
 //! up to a limit, and a random full-grid filler; both for 4×4 and 9×9 boards.
 
-use crate::verifiers::sudoku::Board;
-use crate::worlds::rng::SplitMix64;
+use super::verify::Board;
+use drift_core::rng::SplitMix64;
 
 /// Solver state: cells and, per unit, the digits already used (bit `d` for digit `d`).
 struct State {
@@ -110,10 +110,10 @@ pub fn random_full(n: usize, rng: &mut SplitMix64) -> Board {
     let empty = Board::new(vec![0; n * n]).expect("4 or 9");
     let mut s = State::new(&empty).expect("empty board is consistent");
     let mut order: Vec<u8> = (1..=n as u8).collect();
-    rng.shuffle(&mut order);
+    rng.shuffle32(&mut order);
     // A random first row makes the grids diverse beyond the digit relabelling.
     let mut row: Vec<u8> = (1..=n as u8).collect();
-    rng.shuffle(&mut row);
+    rng.shuffle32(&mut row);
     for (c, &v) in row.iter().enumerate() {
         s.set(c, v);
     }

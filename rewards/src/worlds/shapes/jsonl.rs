@@ -81,7 +81,7 @@ pub fn parse_jsonl(text: &str, path: &Path) -> Result<Vec<(Prompt, Option<Split>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::shapes::split::{split, SplitConfig};
+    use crate::worlds::shapes::split::{split, SplitConfig};
 
     #[test]
     fn round_trip_through_a_file() {

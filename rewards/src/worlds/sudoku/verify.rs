@@ -9,8 +9,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::tags::last_answer;
 use crate::reward::{Details, Evaluation, Reward, TextSample};
+use crate::verifiers::tags::last_answer;
 use crate::RewardError;
 
 /// A square board of side `n` (4 or 9: boxes of 2×2 or 3×3), row-major, 0 = empty.

@@ -9,12 +9,15 @@
 //! and the item falls in the requested split by the content rule on `sorted numbers →
 //! target`; else the next attempt is drawn.
 
+pub mod verify;
+
 use serde::{Deserialize, Serialize};
 
-use crate::verifiers::countdown::CountdownTask;
-use crate::worlds::rng::SplitMix64;
 use crate::worlds::split::{check_percent, split_of, Split, TextItem};
 use crate::RewardError;
+use drift_core::rng::SplitMix64;
+
+pub use verify::{Countdown, CountdownReward, CountdownTask};
 
 /// Configuration of the Countdown world.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -111,7 +114,7 @@ impl CountdownWorld {
             let mut rng = SplitMix64::keyed(&[self.cfg.seed, 0xC0C0, split.tag(), k, attempt]);
             attempt += 1;
             let numbers: Vec<u64> = (0..self.cfg.count)
-                .map(|_| 1 + rng.below(self.cfg.max_number as usize) as u64)
+                .map(|_| 1 + rng.below32(self.cfg.max_number as usize) as u64)
                 .collect();
             let Some((target, solution)) = build(&numbers, &mut rng) else { continue };
             if target > self.cfg.max_target {
@@ -145,9 +148,9 @@ fn build(numbers: &[u64], rng: &mut SplitMix64) -> Option<(u64, String)> {
     // Each entry: value and expression text.
     let mut pool: Vec<(u64, String)> = numbers.iter().map(|&n| (n, n.to_string())).collect();
     while pool.len() > 1 {
-        let i = rng.below(pool.len());
+        let i = rng.below32(pool.len());
         let (a, ea) = pool.swap_remove(i);
-        let j = rng.below(pool.len());
+        let j = rng.below32(pool.len());
         let (b, eb) = pool.swap_remove(j);
         let mut ops = vec!['+', '*'];
         if a > b {
@@ -156,7 +159,7 @@ fn build(numbers: &[u64], rng: &mut SplitMix64) -> Option<(u64, String)> {
         if b > 1 && a % b == 0 {
             ops.push('/');
         }
-        let op = ops[rng.below(ops.len())];
+        let op = ops[rng.below32(ops.len())];
         let v = match op {
             '+' => a.checked_add(b)?,
             '*' => a.checked_mul(b)?,

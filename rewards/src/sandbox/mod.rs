@@ -9,6 +9,10 @@
 //! a trial run of the interpreter under the dropped uid) and reports the active mode in
 //! [`Sandbox::mode`]; a missing or broken bwrap falls back to the limits alone with a single
 //! warning on stderr per process.
+//!
+//! Shared by every reward that runs a program (the code world's [`crate::worlds::code`], a
+//! user's own code tasks): [`limits`] sets the resource limits, [`supervise`] waits, caps the
+//! output and kills on time-out.
 
 use std::fs;
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
@@ -21,9 +25,12 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::limits::{self, Limits};
-pub use super::supervise::{RunOutput, RunStatus};
+pub mod limits;
+pub mod supervise;
+
 use crate::RewardError;
+use limits::Limits;
+pub use supervise::{RunOutput, RunStatus};
 
 /// Which isolation to use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -235,7 +242,7 @@ impl Sandbox {
         }
         let child =
             cmd.spawn().map_err(|e| sandbox_err(format!("spawn {:?}", cmd.get_program()), e))?;
-        super::supervise::supervise(child, self.timeout, self.cap, uid)
+        supervise::supervise(child, self.timeout, self.cap, uid)
             .map_err(|e| sandbox_err("supervise the run".into(), e))
     }
 

@@ -1,8 +1,9 @@
-//! A built-in 5×7 bitmap font (lower-case letters, digits, space and common punctuation),
-//! drawn for drift's grid captions so no font file is needed. Upper-case letters are drawn
-//! with the lower-case glyphs; any other character is drawn as `?`.
-
-use super::buffer::Image;
+//! drift's one bitmap font: 5×7 glyphs for lower- and upper-case Latin letters, digits, space and
+//! common punctuation, so metric plots (`crate::metrics`) and image-grid captions
+//! (`drift_rewards::image`) need no font file. A character without a glyph is drawn as `?`.
+//!
+//! The font only says which pixels are lit ([`draw_text`] calls a painter per pixel); each
+//! caller paints into its own pixel buffer and clips there.
 
 /// Glyph width in pixels.
 pub const GLYPH_WIDTH: usize = 5;
@@ -13,7 +14,7 @@ pub const ADVANCE: usize = GLYPH_WIDTH + 1;
 
 type Glyph = [&'static str; GLYPH_HEIGHT];
 
-const LETTERS: [Glyph; 26] = [
+const LOWER: [Glyph; 26] = [
     [".....", ".....", ".###.", "....#", ".####", "#...#", ".####"], // a
     ["#....", "#....", "#.##.", "##..#", "#...#", "#...#", "####."], // b
     [".....", ".....", ".###.", "#....", "#....", "#...#", ".###."], // c
@@ -40,6 +41,35 @@ const LETTERS: [Glyph; 26] = [
     [".....", ".....", "#...#", ".#.#.", "..#..", ".#.#.", "#...#"], // x
     [".....", "#...#", "#...#", "#...#", ".####", "....#", ".###."], // y
     [".....", ".....", "#####", "...#.", "..#..", ".#...", "#####"], // z
+];
+
+const UPPER: [Glyph; 26] = [
+    [".###.", "#...#", "#...#", "#####", "#...#", "#...#", "#...#"], // A
+    ["####.", "#...#", "#...#", "####.", "#...#", "#...#", "####."], // B
+    [".###.", "#...#", "#....", "#....", "#....", "#...#", ".###."], // C
+    ["###..", "#..#.", "#...#", "#...#", "#...#", "#..#.", "###.."], // D
+    ["#####", "#....", "#....", "####.", "#....", "#....", "#####"], // E
+    ["#####", "#....", "#....", "####.", "#....", "#....", "#...."], // F
+    [".###.", "#...#", "#....", "#.###", "#...#", "#...#", ".####"], // G
+    ["#...#", "#...#", "#...#", "#####", "#...#", "#...#", "#...#"], // H
+    [".###.", "..#..", "..#..", "..#..", "..#..", "..#..", ".###."], // I
+    ["..###", "...#.", "...#.", "...#.", "...#.", "#..#.", ".##.."], // J
+    ["#...#", "#..#.", "#.#..", "##...", "#.#..", "#..#.", "#...#"], // K
+    ["#....", "#....", "#....", "#....", "#....", "#....", "#####"], // L
+    ["#...#", "##.##", "#.#.#", "#.#.#", "#...#", "#...#", "#...#"], // M
+    ["#...#", "#...#", "##..#", "#.#.#", "#..##", "#...#", "#...#"], // N
+    [".###.", "#...#", "#...#", "#...#", "#...#", "#...#", ".###."], // O
+    ["####.", "#...#", "#...#", "####.", "#....", "#....", "#...."], // P
+    [".###.", "#...#", "#...#", "#...#", "#.#.#", "#..#.", ".##.#"], // Q
+    ["####.", "#...#", "#...#", "####.", "#.#..", "#..#.", "#...#"], // R
+    [".####", "#....", "#....", ".###.", "....#", "....#", "####."], // S
+    ["#####", "..#..", "..#..", "..#..", "..#..", "..#..", "..#.."], // T
+    ["#...#", "#...#", "#...#", "#...#", "#...#", "#...#", ".###."], // U
+    ["#...#", "#...#", "#...#", "#...#", "#...#", ".#.#.", "..#.."], // V
+    ["#...#", "#...#", "#...#", "#.#.#", "#.#.#", "#.#.#", ".#.#."], // W
+    ["#...#", "#...#", ".#.#.", "..#..", ".#.#.", "#...#", "#...#"], // X
+    ["#...#", "#...#", "#...#", ".#.#.", "..#..", "..#..", "..#.."], // Y
+    ["#####", "....#", "...#.", "..#..", ".#...", "#....", "#####"], // Z
 ];
 
 const DIGITS: [Glyph; 10] = [
@@ -77,9 +107,9 @@ const PUNCTUATION: [(char, Glyph); 18] = [
 ];
 
 fn lookup(c: char) -> Option<&'static Glyph> {
-    let c = c.to_ascii_lowercase();
     match c {
-        'a'..='z' => LETTERS.get(c as usize - 'a' as usize),
+        'a'..='z' => LOWER.get(c as usize - 'a' as usize),
+        'A'..='Z' => UPPER.get(c as usize - 'A' as usize),
         '0'..='9' => DIGITS.get(c as usize - '0' as usize),
         _ => PUNCTUATION.iter().find(|(p, _)| *p == c).map(|(_, g)| g),
     }
@@ -91,7 +121,7 @@ pub fn has_glyph(c: char) -> bool {
     lookup(c).is_some()
 }
 
-/// The glyph of `c` as 7 rows of 5 bits (bit 4 is the leftmost pixel); `?` for characters
+/// The glyph of `c` as 7 rows of 5 bits (bit 4 is the leftmost pixel); `?`'s for characters
 /// without a glyph.
 #[must_use]
 pub fn glyph(c: char) -> [u8; GLYPH_HEIGHT] {
@@ -99,24 +129,27 @@ pub fn glyph(c: char) -> [u8; GLYPH_HEIGHT] {
     g.map(|row| row.bytes().fold(0u8, |acc, b| (acc << 1) | u8::from(b == b'#')))
 }
 
-/// Width in pixels of `text` drawn at `scale` (no trailing spacing).
+/// Width in pixels of `text` drawn at `scale`: `ADVANCE · chars − 1` font pixels (no trailing
+/// spacing), each `scale` wide.
 #[must_use]
 pub fn text_width(text: &str, scale: usize) -> usize {
     (text.chars().count() * ADVANCE).saturating_sub(1) * scale
 }
 
-/// Draws `text` in `rgb` with its top-left corner at (`x`, `y`), each font pixel a
-/// `scale`×`scale` block; pixels falling outside the image are clipped.
-pub fn draw_text(image: &mut Image, x: usize, y: usize, text: &str, rgb: [u8; 3], scale: usize) {
-    let s = scale.max(1);
+/// Calls `paint(x, y)` for every lit pixel of `text` drawn with its top-left corner at
+/// (`x`, `y`), each font pixel a `scale`×`scale` block (scale 0 draws as 1). Coordinates may
+/// fall outside the caller's buffer: the caller clips.
+pub fn draw_text(x: i64, y: i64, text: &str, scale: usize, mut paint: impl FnMut(i64, i64)) {
+    let s = scale.max(1) as i64;
     for (i, c) in text.chars().enumerate() {
-        let rows = glyph(c);
-        let left = x + i * ADVANCE * s;
-        for (r, bits) in rows.iter().enumerate() {
+        let left = x + i as i64 * ADVANCE as i64 * s;
+        for (r, bits) in glyph(c).iter().enumerate() {
             for col in 0..GLYPH_WIDTH {
                 if bits >> (GLYPH_WIDTH - 1 - col) & 1 == 1 {
-                    for (dy, dx) in (0..s).flat_map(|dy| (0..s).map(move |dx| (dy, dx))) {
-                        image.set(left + col * s + dx, y + r * s + dy, rgb);
+                    for dy in 0..s {
+                        for dx in 0..s {
+                            paint(left + col as i64 * s + dx, y + r as i64 * s + dy);
+                        }
                     }
                 }
             }
@@ -131,8 +164,12 @@ mod tests {
 
     #[test]
     fn every_glyph_is_well_formed_and_distinct() {
-        let all: Vec<&Glyph> =
-            LETTERS.iter().chain(&DIGITS).chain(PUNCTUATION.iter().map(|(_, g)| g)).collect();
+        let all: Vec<&Glyph> = LOWER
+            .iter()
+            .chain(&UPPER)
+            .chain(&DIGITS)
+            .chain(PUNCTUATION.iter().map(|(_, g)| g))
+            .collect();
         for g in &all {
             for row in g.iter() {
                 assert_eq!(row.len(), GLYPH_WIDTH, "{g:?}");
@@ -141,26 +178,28 @@ mod tests {
         }
         let distinct: HashSet<&Glyph> = all.iter().copied().collect();
         assert_eq!(distinct.len(), all.len(), "two characters share a glyph");
-        assert!(('a'..='z').chain('0'..='9').all(has_glyph));
+        assert!(('a'..='z').chain('A'..='Z').chain('0'..='9').all(has_glyph));
     }
 
     #[test]
     fn glyph_bits_and_fallbacks() {
         assert_eq!(glyph('-'), [0, 0, 0, 0b11111, 0, 0, 0]);
-        assert_eq!(glyph('A'), glyph('a'));
+        assert_eq!(glyph('1'), [0b00100, 0b01100, 0b00100, 0b00100, 0b00100, 0b00100, 0b01110]);
+        assert_ne!(glyph('A'), glyph('a'));
         assert_eq!(glyph('é'), glyph('?'));
         assert!(!has_glyph('é'));
     }
 
     #[test]
-    fn draws_scaled_and_clipped() {
-        let mut img = Image::filled(20, 20, [255, 255, 255]);
-        draw_text(&mut img, 0, 0, "-", [0, 0, 0], 2);
-        // The dash is font row 3, i.e. image rows 6 and 7 at scale 2, columns 0..10.
-        assert_eq!(img.get(9, 7), Some([0, 0, 0]));
-        assert_eq!(img.get(10, 7), Some([255, 255, 255]));
-        assert_eq!(img.get(0, 5), Some([255, 255, 255]));
-        draw_text(&mut img, 18, 18, "mmm", [0, 0, 0], 3); // clipped, no panic
+    fn draws_scaled_at_the_offset() {
+        let mut lit = Vec::new();
+        draw_text(-2, 10, "-", 2, |x, y| lit.push((x, y)));
+        // The dash is font row 3 (image rows 16 and 17 at scale 2), columns -2..8.
+        assert_eq!(lit.len(), 5 * 4);
+        assert!(lit.iter().all(|&(x, y)| (-2..8).contains(&x) && (16..18).contains(&y)));
+        let mut count = 0;
+        draw_text(0, 0, "1", 1, |_, _| count += 1);
+        assert_eq!(count, glyph('1').iter().map(|r| r.count_ones() as usize).sum::<usize>());
         assert_eq!(text_width("ab", 1), 11);
         assert_eq!(text_width("", 2), 0);
     }

@@ -2,7 +2,7 @@
 //!
 //! Rule: the candidate equation is the content of the last `<answer>…</answer>` if present,
 //! else the last run of equation characters (digits, `+ - * / ( ) =`, spaces) in the text
-//! that parses as an expression with at least two numbers ([`super::expr`]); when it has `=`,
+//! that parses as an expression with at least two numbers ([`crate::verifiers::expr`]); when it has `=`,
 //! the side with the most numbers is the expression. Score 1.0 when that expression uses
 //! exactly the given numbers, each once (as a multiset), and evaluates exactly (rational
 //! arithmetic) to the target; 0.1 when an answer tag or a parsable equation is present but
@@ -10,9 +10,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::expr::{parse, Parsed};
-use super::tags::last_answer;
 use crate::reward::{Details, Evaluation, Reward, TextSample};
+use crate::verifiers::expr::{parse, Parsed};
+use crate::verifiers::tags::last_answer;
 use crate::RewardError;
 
 /// Score of a correct equation.

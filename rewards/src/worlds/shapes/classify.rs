@@ -67,8 +67,8 @@ pub fn classify(f: &Features) -> ShapeKind {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::shapes::grammar::Colour;
-    use crate::shapes::scene::covers;
+    use crate::worlds::shapes::grammar::Colour;
+    use crate::worlds::shapes::scene::covers;
 
     fn component(shape: ShapeKind, size: usize) -> Component {
         let pixels: Vec<(usize, usize)> = (0..size * size)

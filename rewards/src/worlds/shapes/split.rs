@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 
 use super::error::{Result, ShapesError};
 use super::grammar::{Category, Clause, Colour, Prompt, Relation, ShapeKind, Spec, MAX_COUNT};
-use super::rng::SplitMix64;
+use super::keyed_rng;
 
 /// How to split the prompt space.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -159,7 +159,7 @@ pub fn split(config: &SplitConfig) -> Result<PromptSplit> {
         let n = prompts.len();
         let held = ((f * n as f64).round() as usize).clamp(1, n - 1);
         let mut order: Vec<usize> = (0..n).collect();
-        SplitMix64::keyed(&[config.seed, 0x0073_706c_6974, k as u64]).shuffle(&mut order);
+        keyed_rng(&[config.seed, 0x0073_706c_6974, k as u64]).shuffle(&mut order);
         let mut is_held = vec![false; n];
         for &i in &order[..held] {
             is_held[i] = true;
@@ -199,7 +199,7 @@ pub fn balanced_prompt(
     if groups.is_empty() {
         return None;
     }
-    let mut rng = SplitMix64::keyed(&[seed, 0x6261_6c61_6e63, index]);
+    let mut rng = keyed_rng(&[seed, 0x6261_6c61_6e63, index]);
     let (_, prompts) = &groups[rng.below(groups.len() as u64) as usize];
     Some(prompts[rng.below(prompts.len() as u64) as usize].clone())
 }
@@ -226,7 +226,7 @@ pub fn weighted_prompt(
     if weights.windows(2).all(|w| w[0] == w[1]) {
         return balanced_prompt(groups, seed, index);
     }
-    let mut rng = SplitMix64::keyed(&[seed, 0x6261_6c61_6e63, index]);
+    let mut rng = keyed_rng(&[seed, 0x6261_6c61_6e63, index]);
     let u = rng.uniform() * total;
     // The first category whose cumulative weight passes u; the last positive one takes any
     // rounding remainder.
@@ -265,14 +265,14 @@ pub fn sample_prompts(prompts: &[Prompt], n: usize, seed: u64) -> Vec<Prompt> {
     if prompts.is_empty() {
         return Vec::new();
     }
-    let mut rng = SplitMix64::keyed(&[seed, 0x7361_6d70_6c65]);
+    let mut rng = keyed_rng(&[seed, 0x7361_6d70_6c65]);
     (0..n).map(|_| prompts[rng.below(prompts.len() as u64) as usize].clone()).collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::shapes::vocab::{tokenize, MAX_TOKENS, PAD_ID};
+    use crate::worlds::shapes::vocab::{tokenize, MAX_TOKENS, PAD_ID};
     use std::collections::HashSet;
 
     #[test]
@@ -300,8 +300,8 @@ mod tests {
     fn every_prompt_round_trips_through_text_and_tokens() {
         for p in all_prompts() {
             let text = p.to_text();
-            assert_eq!(crate::shapes::parse::from_text(&text).unwrap(), p, "{text}");
-            let back = crate::shapes::vocab::detokenize(&tokenize(&p)).unwrap();
+            assert_eq!(crate::worlds::shapes::parse::from_text(&text).unwrap(), p, "{text}");
+            let back = crate::worlds::shapes::vocab::detokenize(&tokenize(&p)).unwrap();
             assert_eq!(back, text);
         }
     }
@@ -331,7 +331,7 @@ mod tests {
         let s = split(&SplitConfig::default()).unwrap();
         let texts: Vec<String> = s.train.iter().map(Prompt::to_text).collect();
         let words: HashSet<&str> = texts.iter().flat_map(|t| t.split_whitespace()).collect();
-        for w in &crate::shapes::vocab::VOCABULARY[1..] {
+        for w in &crate::worlds::shapes::vocab::VOCABULARY[1..] {
             assert!(words.contains(w), "`{w}` never occurs in training");
         }
     }

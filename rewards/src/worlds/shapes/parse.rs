@@ -14,7 +14,7 @@ use super::vocab::{known_words, token_id};
 /// [`ShapesError::InvalidPrompt`].
 ///
 /// ```
-/// use drift_rewards::shapes::from_text;
+/// use drift_rewards::worlds::shapes::from_text;
 /// let p = from_text("a blue square left of a green triangle").unwrap();
 /// assert_eq!(p.to_text(), "a blue square left of a green triangle");
 /// assert!(from_text("3 purple circles").unwrap_err().to_string().contains("purple"));

@@ -36,7 +36,7 @@ pub enum ShapesScore {
 ///
 /// ```
 /// use drift_rewards::reward::{ImageSample, Reward};
-/// use drift_rewards::shapes::{render_prompt, Prompt, ShapesReward};
+/// use drift_rewards::worlds::shapes::{render_prompt, Prompt, ShapesReward};
 ///
 /// let prompt = Prompt::from_text("a green triangle and a red square").unwrap();
 /// let image = render_prompt(&prompt, 0);
@@ -132,7 +132,7 @@ impl Reward<ImageSample<String>> for ShapesReward {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::shapes::render::render_prompt;
+    use crate::worlds::shapes::render::render_prompt;
 
     fn sample<P: Clone>(prompt: P, image: &Image) -> ImageSample<P> {
         ImageSample::new(prompt, image.width(), image.height(), image.as_raw().to_vec()).unwrap()

@@ -8,8 +8,8 @@ use serde::{Deserialize, Serialize};
 
 use super::execute::{pass_fraction, run_tests, CodeTask};
 use super::format::{check_format, EXACT};
-use super::sandbox::{Sandbox, SandboxConfig};
 use crate::reward::{Component, Details, Evaluation, Reward, TextSample};
+use crate::sandbox::{Sandbox, SandboxConfig};
 use crate::RewardError;
 
 /// Configuration of [`CodeReward`].

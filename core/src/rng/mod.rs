@@ -15,6 +15,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
 
+mod splitmix;
+
+pub use splitmix::{fnv1a, mix64, SplitMix64};
+
 const M0: u64 = 0xD251_1F53;
 const M1: u64 = 0xCD9E_8D57;
 const W0: u32 = 0x9E37_79B9;
@@ -37,19 +41,6 @@ pub fn philox4x32_10(counter: [u32; 4], key: [u32; 2]) -> [u32; 4] {
         ];
     }
     c
-}
-
-/// SplitMix64's finaliser: a strong 64-bit mixing bijection.
-fn mix64(mut z: u64) -> u64 {
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
-/// FNV-1a of a stream name, so `"coupled_mask"` and `"sde_noise"` never share draws.
-fn fnv1a(name: &str) -> u64 {
-    name.bytes()
-        .fold(0xCBF2_9CE4_8422_2325, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01B3))
 }
 
 /// The name of a random draw. Two keys that differ in any field give independent streams; the
@@ -88,7 +79,7 @@ impl RngKey {
     /// The same key for the stream named `name`.
     #[must_use]
     pub fn stream(self, name: &str) -> Self {
-        Self { stream: fnv1a(name), ..self }
+        Self { stream: fnv1a(name.as_bytes()), ..self }
     }
     /// The same key at training step `step`.
     #[must_use]

@@ -8,8 +8,8 @@
 use std::sync::Arc;
 
 use super::extract::python_block;
-use super::sandbox::{RunStatus, Sandbox};
 use crate::reward::{Details, Evaluation, Reward, TestResult, TextSample};
+use crate::sandbox::{RunStatus, Sandbox};
 use crate::RewardError;
 
 /// A task whose answers are checked by running test cases: each test is Python source

@@ -3,11 +3,11 @@
 //! Prompts in GenEval's six categories — "a circle", "a red circle", "3 circles", "a circle
 //! and a square", "a red circle and a blue square", "a circle left of a square" ([`grammar`],
 //! [`parse`], [`vocab`]); the prompt space with a fixed per-category train / held-out split
-//! and category-balanced draws ([`split`]) and JSONL prompt sets ([`jsonl`]); a renderer that
+//! and category-balanced draws ([`split`](mod@split)) and JSONL prompt sets ([`jsonl`]); a renderer that
 //! draws a correct 32×32 image of any prompt on a 2×2 cell layout ([`render`], [`scene`]); and
 //! a GenEval-style verifier
 //! (arXiv 2310.11513) that finds shapes by colour segmentation and connected components
-//! ([`segment`], [`classify`]) and scores counts, colours and relations ([`verify`]).
+//! ([`segment`], [`classify`]) and scores counts, colours and relations ([`verify`](mod@verify)).
 
 #[cfg(test)]
 mod acceptance;
@@ -19,12 +19,13 @@ pub mod noise;
 pub mod parse;
 pub mod render;
 pub mod reward;
-pub mod rng;
 pub mod scene;
 pub mod segment;
 pub mod split;
 pub mod verify;
 pub mod vocab;
+
+use drift_core::rng::SplitMix64;
 
 pub use error::ShapesError;
 pub use grammar::{Category, Clause, Colour, Object, Prompt, Relation, ShapeKind, Spec};
@@ -40,3 +41,14 @@ pub use split::{
 };
 pub use verify::{verify, verify_with, Detection, Verdict, VerifyOptions};
 pub use vocab::{tokenize, MAX_TOKENS, PAD_ID, VOCABULARY, VOCAB_SIZE};
+
+/// The salt of the shapes world's key fold: the bytes of "SHAPES".
+const SALT: u64 = 0x5348_4150_4553;
+
+/// The shapes world's seeded stream for the key `words` (a seed and stream ids such as a prompt
+/// index): [`SplitMix64::keyed_salted`] under the world's salt. Every layout, colour jitter,
+/// split and noise draw of the world comes from one, so a prompt set or a rendered image is
+/// reproducible from its seed alone.
+pub(crate) fn keyed_rng(words: &[u64]) -> SplitMix64 {
+    SplitMix64::keyed_salted(SALT, words)
+}

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::rng::SplitMix64;
+use super::keyed_rng;
 use crate::image::Image;
 
 /// How to degrade an image: an optional blur, then Gaussian noise.
@@ -28,7 +28,7 @@ impl Default for Degradation {
 pub fn degrade(image: &Image, how: Degradation, seed: u64) -> Image {
     let mut out = if how.blur { blur121(image) } else { image.clone() };
     if how.noise_std > 0.0 {
-        let mut rng = SplitMix64::keyed(&[seed, 0x006e_6f69_7365]);
+        let mut rng = keyed_rng(&[seed, 0x006e_6f69_7365]);
         out.map_channels(|_, _, _, v| {
             (f64::from(v) + how.noise_std * rng.normal()).round().clamp(0.0, 255.0) as u8
         });

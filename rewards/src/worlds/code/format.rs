@@ -7,8 +7,8 @@
 use std::sync::Arc;
 
 use super::extract::python_block;
-use super::sandbox::{RunStatus, Sandbox};
 use crate::reward::{Details, Evaluation, Reward, TextSample};
+use crate::sandbox::{RunStatus, Sandbox};
 use crate::RewardError;
 
 /// The checker run in the sandbox: exit 0 when `solution.py` compiles, 3 on a syntax error.

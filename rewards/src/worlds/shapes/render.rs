@@ -19,7 +19,9 @@
 use serde::{Deserialize, Serialize};
 
 use super::grammar::{Category, Colour, Object, Prompt, Relation, ShapeKind};
-use super::rng::SplitMix64;
+use drift_core::rng::SplitMix64;
+
+use super::keyed_rng;
 use super::scene::{Scene, SceneObject, BACKGROUND, IMAGE_SIZE};
 use crate::image::Image;
 
@@ -77,8 +79,8 @@ fn relation_cells(relation: Relation, rng: &mut SplitMix64) -> [(usize, usize); 
 #[must_use]
 pub fn layout(prompt: &Prompt, seed: u64, options: &RenderOptions) -> Scene {
     let specs = prompt.objects();
-    let mut rng = SplitMix64::keyed(&[seed]);
-    let mut colour_rng = SplitMix64::keyed(&[seed, u64::MAX]);
+    let mut rng = keyed_rng(&[seed]);
+    let mut colour_rng = keyed_rng(&[seed, u64::MAX]);
     let cells: Vec<(usize, usize)> = match prompt.relation() {
         Some(relation) => relation_cells(relation, &mut rng).to_vec(),
         None => {
@@ -115,7 +117,7 @@ pub fn layout(prompt: &Prompt, seed: u64, options: &RenderOptions) -> Scene {
 /// Lays out and paints `prompt` from `seed` with default [`RenderOptions`].
 ///
 /// ```
-/// use drift_rewards::shapes::{from_text, render_prompt, verify};
+/// use drift_rewards::worlds::shapes::{from_text, render_prompt, verify};
 /// let prompt = from_text("a red circle left of a blue square").unwrap();
 /// let image = render_prompt(&prompt, 7);
 /// assert!(verify(&prompt, &image).strict);
@@ -144,7 +146,7 @@ pub fn training_example_grouped(
     index: u64,
 ) -> Option<(Prompt, Image)> {
     let prompt = super::split::balanced_prompt(groups, seed, index)?;
-    let mut rng = SplitMix64::keyed(&[seed, 0x7072_6574_7261_696e, index]);
+    let mut rng = keyed_rng(&[seed, 0x7072_6574_7261_696e, index]);
     let image = render_prompt(&prompt, rng.next_u64());
     Some((prompt, image))
 }
@@ -165,8 +167,8 @@ fn jitter(object: Object, amount: u8, rng: &mut SplitMix64) -> [u8; 3] {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::shapes::parse::from_text;
-    use crate::shapes::split::all_prompts;
+    use crate::worlds::shapes::parse::from_text;
+    use crate::worlds::shapes::split::all_prompts;
 
     fn check_scene(prompt: &Prompt, scene: &Scene) {
         let specs = prompt.objects();
@@ -224,7 +226,7 @@ mod tests {
         let a = training_example(&prompts, 1, 42).unwrap();
         assert_eq!(Some(a.clone()), training_example(&prompts, 1, 42));
         assert_ne!(Some(a.clone()), training_example(&prompts, 1, 43));
-        assert!(crate::shapes::verify::verify(&a.0, &a.1).strict);
+        assert!(crate::worlds::shapes::verify::verify(&a.0, &a.1).strict);
         assert!(training_example(&[], 1, 0).is_none());
     }
 
