@@ -38,6 +38,7 @@ pub mod font;
 pub mod groups;
 pub mod loss;
 pub mod metrics;
+pub mod nn;
 pub mod ops;
 pub mod rng;
 pub mod train;

@@ -11,7 +11,9 @@ use candle_core::{DType, Module, Tensor};
 use candle_nn::VarBuilder;
 use drift_core::ops;
 
-use super::layers::{linear, Dense, Rotary};
+use drift_core::nn::Linear;
+
+use super::layers::{linear, Rotary};
 use crate::error::{DllmError, Result};
 
 /// Additive score bias for masked keys: finite, so an all-masked (pad) row stays finite before
@@ -69,23 +71,24 @@ impl PaddingMask {
 /// Self-attention `softmax(q kᵀ / √D + mask) v` followed by the output projection.
 #[derive(Debug, Clone)]
 pub struct Attention {
-    q: Dense,
-    k: Dense,
-    v: Dense,
-    o: Dense,
+    q: Linear,
+    k: Linear,
+    v: Linear,
+    o: Linear,
     spec: AttentionSpec,
 }
 
 impl Attention {
-    /// Loads the projections under the names `[q, k, v, o]` (LLaDA: `q_proj`, `k_proj`,
-    /// `v_proj`, `attn_out`; Dream: `self_attn.{q,k,v,o}_proj`).
-    pub fn new(spec: AttentionSpec, vb: &VarBuilder, names: [&str; 4]) -> Result<Self> {
+    /// Loads the projections from `[q, k, v, o]`, the caller's `vb.pp("…")` of each (LLaDA:
+    /// `q_proj`, `k_proj`, `v_proj`, `attn_out`; Dream: `self_attn.{q,k,v,o}_proj`).
+    pub fn new(spec: AttentionSpec, vbs: [VarBuilder; 4]) -> Result<Self> {
         let kv = spec.n_kv_heads * spec.head_dim();
+        let [q, k, v, o] = vbs;
         Ok(Self {
-            q: linear(spec.hidden, spec.hidden, spec.qkv_bias, vb, names[0])?,
-            k: linear(spec.hidden, kv, spec.qkv_bias, vb, names[1])?,
-            v: linear(spec.hidden, kv, spec.qkv_bias, vb, names[2])?,
-            o: linear(spec.hidden, spec.hidden, spec.out_bias, vb, names[3])?,
+            q: linear(spec.hidden, spec.hidden, spec.qkv_bias, q)?,
+            k: linear(spec.hidden, kv, spec.qkv_bias, k)?,
+            v: linear(spec.hidden, kv, spec.qkv_bias, v)?,
+            o: linear(spec.hidden, spec.hidden, spec.out_bias, o)?,
             spec,
         })
     }
@@ -158,7 +161,7 @@ mod tests {
             ts.insert(format!("{name}.bias"), randn(10 + i as u64, &[out]));
         }
         let vb = VarBuilder::from_tensors(ts, DType::F32, &Device::Cpu);
-        Attention::new(spec, &vb, ["q", "k", "v", "o"]).unwrap()
+        Attention::new(spec, [vb.pp("q"), vb.pp("k"), vb.pp("v"), vb.pp("o")]).unwrap()
     }
 
     #[test]

@@ -14,11 +14,115 @@
 
 use candle_core::{DType, Tensor};
 use candle_nn::{Embedding, Module, VarBuilder};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
 
 use super::attention::{Attention, AttentionSpec, PaddingMask};
-use super::config::DreamConfig;
-use super::layers::{linear, Dense, RmsNorm, Rotary, SwiGlu, WEIGHT_INIT};
+use super::config::{check_heads, unsupported};
+use drift_core::nn::Linear;
+
+use super::layers::{linear, RmsNorm, Rotary, SwiGlu, WEIGHT_INIT};
 use crate::error::Result;
+
+fn default_theta() -> f64 {
+    10_000.0
+}
+fn default_eps() -> f64 {
+    1e-6
+}
+fn default_max_seq() -> usize {
+    2048
+}
+fn default_silu() -> String {
+    "silu".into()
+}
+fn default_mask() -> u32 {
+    151_666
+}
+
+/// Dream's configuration (Qwen2 keys, `Dream-org/Dream-v0-Instruct-7B/config.json`), Dream,
+/// arXiv 2508.15487; DiffuCoder (arXiv 2506.20639) ships the same format.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DreamConfig {
+    /// Hidden size.
+    pub hidden_size: usize,
+    /// MLP width.
+    pub intermediate_size: usize,
+    /// Number of query heads.
+    pub num_attention_heads: usize,
+    /// Number of key/value heads (`null` means `num_attention_heads`).
+    #[serde(default)]
+    pub num_key_value_heads: Option<usize>,
+    /// Number of decoder layers.
+    pub num_hidden_layers: usize,
+    /// Vocabulary size (the logits' width).
+    pub vocab_size: usize,
+    /// Longest trained sequence (not enforced).
+    #[serde(default = "default_max_seq")]
+    pub max_position_embeddings: usize,
+    /// RoPE base θ (default 10000).
+    #[serde(default = "default_theta")]
+    pub rope_theta: f64,
+    /// RoPE scaling (must be `null` or of type `"default"`).
+    #[serde(default)]
+    pub rope_scaling: Option<Value>,
+    /// RMSNorm epsilon (default 1e-6).
+    #[serde(default = "default_eps")]
+    pub rms_norm_eps: f64,
+    /// MLP activation (must be `"silu"`).
+    #[serde(default = "default_silu")]
+    pub hidden_act: String,
+    /// Whether the LM head is the embedding matrix.
+    #[serde(default)]
+    pub tie_word_embeddings: bool,
+    /// The mask token id (Dream-7B: 151666).
+    #[serde(default = "default_mask")]
+    pub mask_token_id: u32,
+    /// Padding token id.
+    #[serde(default)]
+    pub pad_token_id: Option<u32>,
+    /// Beginning-of-sequence token id.
+    #[serde(default)]
+    pub bos_token_id: Option<u32>,
+    /// End-of-sequence token id.
+    #[serde(default)]
+    pub eos_token_id: Option<u32>,
+    /// `"Dream"`.
+    #[serde(default)]
+    pub model_type: Option<String>,
+    /// `["DreamModel"]`.
+    #[serde(default)]
+    pub architectures: Option<Vec<String>>,
+    /// Keys the forward pass does not read, kept for round trips.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+impl DreamConfig {
+    /// Number of key/value heads.
+    pub fn kv_heads(&self) -> usize {
+        self.num_key_value_heads.unwrap_or(self.num_attention_heads)
+    }
+
+    /// Rejects values the forward pass does not implement, naming the key.
+    pub fn validate(&self) -> Result<()> {
+        if self.hidden_act != "silu" {
+            return Err(unsupported("hidden_act", &self.hidden_act, "\"silu\""));
+        }
+        if let Some(scaling) = &self.rope_scaling {
+            let kind = scaling.get("rope_type").or_else(|| scaling.get("type"));
+            if !scaling.is_null() && kind.and_then(Value::as_str) != Some("default") {
+                return Err(unsupported("rope_scaling", scaling, "null (plain RoPE)"));
+            }
+        }
+        check_heads(
+            "num_attention_heads",
+            self.hidden_size,
+            self.num_attention_heads,
+            self.kv_heads(),
+        )
+    }
+}
 
 /// One decoder layer, `model.layers.{i}`.
 #[derive(Debug, Clone)]
@@ -39,14 +143,22 @@ impl DreamLayer {
             qkv_bias: true,
             out_bias: false,
         };
-        let attn = vb.pp("self_attn");
+        let (attn, mlp) = (vb.pp("self_attn"), vb.pp("mlp"));
         let eps = cfg.rms_norm_eps;
         let (d, m) = (cfg.hidden_size, cfg.intermediate_size);
         Ok(Self {
-            input_layernorm: RmsNorm::new(d, eps, vb, "input_layernorm")?,
-            self_attn: Attention::new(spec, &attn, ["q_proj", "k_proj", "v_proj", "o_proj"])?,
-            post_attention_layernorm: RmsNorm::new(d, eps, vb, "post_attention_layernorm")?,
-            mlp: SwiGlu::new(d, m, false, &vb.pp("mlp"), ["gate_proj", "up_proj", "down_proj"])?,
+            input_layernorm: RmsNorm::new(d, eps, vb.pp("input_layernorm"))?,
+            self_attn: Attention::new(
+                spec,
+                [attn.pp("q_proj"), attn.pp("k_proj"), attn.pp("v_proj"), attn.pp("o_proj")],
+            )?,
+            post_attention_layernorm: RmsNorm::new(d, eps, vb.pp("post_attention_layernorm"))?,
+            mlp: SwiGlu::new(
+                d,
+                m,
+                false,
+                [mlp.pp("gate_proj"), mlp.pp("up_proj"), mlp.pp("down_proj")],
+            )?,
         })
     }
 
@@ -69,7 +181,7 @@ pub struct DreamModel {
     embed_tokens: Embedding,
     layers: Vec<DreamLayer>,
     norm: RmsNorm,
-    lm_head: Dense,
+    lm_head: Linear,
     rotary: Rotary,
     dtype: DType,
 }
@@ -84,14 +196,14 @@ impl DreamModel {
             .map(|i| DreamLayer::new(cfg, &m.pp("layers").pp(i)))
             .collect::<Result<Vec<_>>>()?;
         let lm_head = if cfg.tie_word_embeddings {
-            Dense::new(embed.clone(), None)
+            Linear::new(embed.clone(), None)
         } else {
-            linear(d, v, false, vb, "lm_head")?
+            linear(d, v, false, vb.pp("lm_head"))?
         };
         Ok(Self {
             embed_tokens: Embedding::new(embed, d),
             layers,
-            norm: RmsNorm::new(d, cfg.rms_norm_eps, &m, "norm")?,
+            norm: RmsNorm::new(d, cfg.rms_norm_eps, m.pp("norm"))?,
             lm_head,
             rotary: Rotary::new(d / cfg.num_attention_heads, cfg.rope_theta, vb.device())?,
             dtype: vb.dtype(),

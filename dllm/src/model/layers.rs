@@ -1,10 +1,10 @@
-//! The small building blocks both architectures share: RMSNorm, linear layers, the SwiGLU MLP
-//! and the rotary tables. Every normalisation and rotation goes through `drift_core::ops`, which
+//! The small building blocks both architectures share: RMSNorm, the SwiGLU MLP over drift's one
+//! linear layer (`drift_core::nn::Linear`), and the rotary tables. Every normalisation and rotation goes through `drift_core::ops`, which
 //! keeps the autograd graph when a weight or input is tracked (docs/architecture.md §6).
 
 use candle_core::{DType, Device, Module, Tensor};
-use candle_nn::{Init, Linear, VarBuilder};
-
+use candle_nn::{Init, VarBuilder};
+use drift_core::nn::Linear;
 use drift_core::ops;
 
 use crate::error::Result;
@@ -17,51 +17,14 @@ pub const INIT_STD: f64 = 0.02;
 /// The initialisation hint for fresh weight matrices.
 pub(crate) const WEIGHT_INIT: Init = Init::Randn { mean: 0.0, stdev: INIT_STD };
 
-/// A linear layer `y = x Wᵀ (+ b)` with `W: [out, in]` under `vb.pp(name)`.
-pub(crate) fn linear(
-    in_dim: usize,
-    out_dim: usize,
-    bias: bool,
-    vb: &VarBuilder,
-    name: &str,
-) -> Result<Dense> {
-    let vb = vb.pp(name);
-    let weight = vb.get_with_hints((out_dim, in_dim), "weight", WEIGHT_INIT)?;
-    let bias =
-        if bias { Some(vb.get_with_hints(out_dim, "bias", Init::Const(0.0))?) } else { None };
-    Ok(Dense::new(weight, bias))
+/// A linear layer `y = x Wᵀ (+ b)` (drift's one [`Linear`]) with `W: [out, in]` drawn from
+/// [`WEIGHT_INIT`] when fresh, under `vb` (the caller's `vb.pp("q_proj")`).
+pub(crate) fn linear(in_dim: usize, out_dim: usize, bias: bool, vb: VarBuilder) -> Result<Linear> {
+    Ok(Linear::load(in_dim, out_dim, bias, WEIGHT_INIT, vb)?)
 }
 
-/// A linear layer `y = x Wᵀ + b` that folds every leading axis into one before the matmul, so
-/// `[B, T, in]` is one `[B·T, in] × [in, out]` GEMM rather than `B` small ones (candle's
-/// `Linear` broadcasts `W` over the batch axis instead).
-#[derive(Debug, Clone)]
-pub struct Dense(Linear);
-
-impl Dense {
-    /// The layer with weight `[out, in]` and optional bias `[out]`.
-    pub fn new(weight: Tensor, bias: Option<Tensor>) -> Self {
-        Self(Linear::new(weight, bias))
-    }
-}
-
-impl Module for Dense {
-    fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
-        let dims = x.dims();
-        if dims.len() <= 2 {
-            return self.0.forward(x);
-        }
-        let (lead, last) = dims.split_at(dims.len() - 1);
-        let rows: usize = lead.iter().product();
-        let y = self.0.forward(&x.reshape((rows, last[0]))?)?;
-        let mut out = lead.to_vec();
-        out.push(y.dim(1)?);
-        y.reshape(out)
-    }
-}
-
-/// RMSNorm `w ⊙ x / √(mean(x²) + eps)` (Zhang & Sennrich 2019), computed in f32, weight under
-/// `vb.pp(name).weight`.
+/// RMSNorm `w ⊙ x / √(mean(x²) + eps)` (Zhang & Sennrich 2019), computed in f32, its gain named
+/// `weight` under the caller's `vb.pp("…")`.
 #[derive(Debug, Clone)]
 pub struct RmsNorm {
     weight: Tensor,
@@ -69,9 +32,9 @@ pub struct RmsNorm {
 }
 
 impl RmsNorm {
-    /// Loads the gain `[size]` from `vb.pp(name)`.
-    pub fn new(size: usize, eps: f64, vb: &VarBuilder, name: &str) -> Result<Self> {
-        let weight = vb.pp(name).get_with_hints(size, "weight", Init::Const(1.0))?;
+    /// Loads the gain `[size]` from `vb`.
+    pub fn new(size: usize, eps: f64, vb: VarBuilder) -> Result<Self> {
+        let weight = vb.get_with_hints(size, "weight", Init::Const(1.0))?;
         Ok(Self { weight, eps: eps as f32 })
     }
 
@@ -84,25 +47,21 @@ impl RmsNorm {
 /// The SwiGLU MLP `down(silu(gate(x)) ⊙ up(x))` (Shazeer 2020), as in LLaMA, LLaDA and Qwen2.
 #[derive(Debug, Clone)]
 pub struct SwiGlu {
-    gate: Dense,
-    up: Dense,
-    down: Dense,
+    gate: Linear,
+    up: Linear,
+    down: Linear,
 }
 
 impl SwiGlu {
-    /// Loads the three projections under the names `[gate, up, down]` (LLaDA: `ff_proj`,
-    /// `up_proj`, `ff_out`; Dream: `mlp.gate_proj`, `mlp.up_proj`, `mlp.down_proj`).
-    pub fn new(
-        d_model: usize,
-        hidden: usize,
-        bias: bool,
-        vb: &VarBuilder,
-        names: [&str; 3],
-    ) -> Result<Self> {
+    /// Loads the three projections from `[gate, up, down]`, the caller's `vb.pp("…")` of each
+    /// (LLaDA: `ff_proj`, `up_proj`, `ff_out`; Dream: `mlp.gate_proj`, `mlp.up_proj`,
+    /// `mlp.down_proj`).
+    pub fn new(d_model: usize, hidden: usize, bias: bool, vbs: [VarBuilder; 3]) -> Result<Self> {
+        let [gate, up, down] = vbs;
         Ok(Self {
-            gate: linear(d_model, hidden, bias, vb, names[0])?,
-            up: linear(d_model, hidden, bias, vb, names[1])?,
-            down: linear(hidden, d_model, bias, vb, names[2])?,
+            gate: linear(d_model, hidden, bias, gate)?,
+            up: linear(d_model, hidden, bias, up)?,
+            down: linear(hidden, d_model, bias, down)?,
         })
     }
 

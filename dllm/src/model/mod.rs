@@ -1,10 +1,11 @@
 //! LLaDA- and Dream-compatible masked diffusion transformers, their configs, loading from
 //! Hugging Face-format checkpoints and saving in the same layout.
 //!
-//! - [`config`]: `config.json` of both architectures, architecture detection.
+//! - [`llada`], [`dream`]: the two networks, each with its `config.json` struct beside it and
+//!   weight names mirroring the checkpoints (candle-transformers' layout).
+//! - [`config`]: [`ModelConfig`], either architecture's config, detected from `config.json`.
 //! - [`tiny`]: named small sizes for the shipped tasks and benchmarks.
 //! - [`layers`], [`attention`]: shared building blocks (graph-preserving via `drift_core::ops`).
-//! - [`llada`], [`dream`]: the two networks, weight names mirroring the checkpoints.
 //! - [`load`], [`save`]: checkpoint folders and the offline hub cache.
 //! - [`wrapper`]: [`DiffusionLm`], the [`MaskPredictor`](drift_samplers::MaskPredictor) with
 //!   Dream's logit shift inside.

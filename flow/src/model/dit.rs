@@ -1,12 +1,13 @@
 //! The DiT: joint prompt + image token sequence, adaLN-Zero blocks, velocity output.
 
-use candle_core::{DType, Device, Tensor, D};
+use candle_core::{DType, Device, Module, Tensor, D};
 use candle_nn::{Init, VarBuilder};
+use drift_core::nn::{torch_default_init, Linear};
 use drift_core::ops::{gelu, normalize, softmax_last_dim};
 use drift_samplers::flow::VelocityField;
 
 use super::config::DitConfig;
-use super::embed::{patchify, pos_embedding_2d, timestep_embedding, unpatchify, Linear};
+use super::embed::{patchify, pos_embedding_2d, timestep_embedding, unpatchify};
 use crate::error::Result;
 
 /// LayerNorm without affine parameters (DiT's `elementwise_affine=False`), eps 1e-6.
@@ -31,8 +32,8 @@ struct Attention {
 impl Attention {
     fn new(d: usize, heads: usize, vb: VarBuilder) -> Result<Self> {
         Ok(Self {
-            qkv: Linear::new(d, 3 * d, false, vb.pp("qkv"))?,
-            proj: Linear::new(d, d, false, vb.pp("proj"))?,
+            qkv: Linear::load(d, 3 * d, true, torch_default_init(d), vb.pp("qkv"))?,
+            proj: Linear::load(d, d, true, torch_default_init(d), vb.pp("proj"))?,
             heads,
         })
     }
@@ -48,7 +49,7 @@ impl Attention {
         let scores = (q.matmul(&k.t()?)? / (hd as f64).sqrt())?.broadcast_add(key_bias)?;
         let att = softmax_last_dim(&scores)?.matmul(&v)?;
         let att = att.transpose(1, 2)?.reshape((b, t, d))?;
-        self.proj.forward(&att)
+        Ok(self.proj.forward(&att)?)
     }
 }
 
@@ -68,9 +69,15 @@ impl Block {
         let d = cfg.hidden;
         Ok(Self {
             attn: Attention::new(d, cfg.heads, vb.pp("attn"))?,
-            fc1: Linear::new(d, d * cfg.mlp_ratio, false, vb.pp("mlp.fc1"))?,
-            fc2: Linear::new(d * cfg.mlp_ratio, d, false, vb.pp("mlp.fc2"))?,
-            ada: Linear::new(d, 6 * d, true, vb.pp("ada"))?,
+            fc1: Linear::load(d, d * cfg.mlp_ratio, true, torch_default_init(d), vb.pp("mlp.fc1"))?,
+            fc2: Linear::load(
+                d * cfg.mlp_ratio,
+                d,
+                true,
+                torch_default_init(d * cfg.mlp_ratio),
+                vb.pp("mlp.fc2"),
+            )?,
+            ada: Linear::load(d, 6 * d, true, Init::Const(0.0), vb.pp("ada"))?,
         })
     }
 
@@ -115,10 +122,22 @@ impl Dit {
             .collect::<Result<_>>()?;
         let g = cfg.image_size / cfg.patch;
         Ok(Self {
-            patch_embed: Linear::new(cfg.patch_dim(), d, false, vb.pp("patch_embed"))?,
+            patch_embed: Linear::load(
+                cfg.patch_dim(),
+                d,
+                true,
+                torch_default_init(cfg.patch_dim()),
+                vb.pp("patch_embed"),
+            )?,
             pos: pos_embedding_2d(g, d, vb.device())?,
-            t1: Linear::new(cfg.time_freqs, d, false, vb.pp("t_embed.0"))?,
-            t2: Linear::new(d, d, false, vb.pp("t_embed.2"))?,
+            t1: Linear::load(
+                cfg.time_freqs,
+                d,
+                true,
+                torch_default_init(cfg.time_freqs),
+                vb.pp("t_embed.0"),
+            )?,
+            t2: Linear::load(d, d, true, torch_default_init(d), vb.pp("t_embed.2"))?,
             tok_embed: vb.get_with_hints(
                 (cfg.text_vocab, d),
                 "text.tok",
@@ -129,10 +148,16 @@ impl Dit {
                 "text.pos",
                 Init::Randn { mean: 0.0, stdev: 0.02 },
             )?,
-            text_proj: Linear::new(d, d, false, vb.pp("text.proj"))?,
+            text_proj: Linear::load(d, d, true, torch_default_init(d), vb.pp("text.proj"))?,
             blocks,
-            final_ada: Linear::new(d, 2 * d, true, vb.pp("final.ada"))?,
-            final_out: Linear::new(d, cfg.patch_dim(), true, vb.pp("final.out"))?,
+            final_ada: Linear::load(d, 2 * d, true, Init::Const(0.0), vb.pp("final.ada"))?,
+            final_out: Linear::load(
+                d,
+                cfg.patch_dim(),
+                true,
+                Init::Const(0.0),
+                vb.pp("final.out"),
+            )?,
             cfg,
         })
     }

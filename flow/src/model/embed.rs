@@ -1,38 +1,9 @@
-//! Patchify/unpatchify, the sinusoidal embeddings, and a plain linear layer.
+//! Patchify/unpatchify and the sinusoidal embeddings of the DiT (its linear layer is
+//! `drift_core::nn::Linear`, shared with the dLLM transformers).
 
 use candle_core::{DType, Device, Tensor, D};
-use candle_nn::{Init, VarBuilder};
 
 use crate::error::Result;
-
-/// `y = x Wᵀ + b` over the last dimension, with weights named as torch's `nn.Linear`.
-#[derive(Debug, Clone)]
-pub struct Linear {
-    weight: Tensor,
-    bias: Tensor,
-}
-
-impl Linear {
-    /// A linear layer `in_dim → out_dim` (Kaiming-uniform-like init, or zeros).
-    pub fn new(in_dim: usize, out_dim: usize, zero: bool, vb: VarBuilder) -> Result<Self> {
-        let bound = 1.0 / (in_dim as f64).sqrt();
-        let init = if zero { Init::Const(0.0) } else { Init::Uniform { lo: -bound, up: bound } };
-        let weight = vb.get_with_hints((out_dim, in_dim), "weight", init)?;
-        let bias = vb.get_with_hints(out_dim, "bias", Init::Const(0.0))?;
-        Ok(Self { weight, bias })
-    }
-
-    /// Applies the layer to `[…, in_dim]`.
-    pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        let dims = x.dims().to_vec();
-        let rows: usize = dims[..dims.len() - 1].iter().product();
-        let y = x.reshape((rows, dims[dims.len() - 1]))?.matmul(&self.weight.t()?)?;
-        let y = y.broadcast_add(&self.bias)?;
-        let mut out = dims;
-        *out.last_mut().expect("a linear input has a last dimension") = self.bias.dim(0)?;
-        Ok(y.reshape(out)?)
-    }
-}
 
 /// `[B, C, H, W] → [B, (H/p)(W/p), p·p·C]`, patches in row-major order.
 pub fn patchify(x: &Tensor, p: usize) -> Result<Tensor> {

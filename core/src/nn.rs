@@ -1,0 +1,126 @@
+//! The one linear layer of every model family (the dLLM transformers, the flow DiT).
+//!
+//! [`Linear`] computes `y = x Wᵀ (+ b)` with `W: [out, in]` and `b: [out]`, named `weight` and
+//! `bias` under the caller's `vb.pp("…")` as torch's `nn.Linear` and the Hugging Face
+//! checkpoints name them. Unlike `candle_nn::Linear`, which broadcasts `W` over a 3-D input's
+//! batch axis, it folds every leading axis into one first, so `[B, T, in]` is one
+//! `[B·T, in] × [in, out]` GEMM; on a 2-D input the two compute the same operations.
+
+use candle_core::{Module, Tensor};
+use candle_nn::{Init, VarBuilder};
+
+use crate::error::Result;
+
+/// torch's default `nn.Linear` weight initialisation, `U(−1/√in, 1/√in)` (Kaiming-uniform with
+/// `a = √5`).
+#[must_use]
+pub fn torch_default_init(in_dim: usize) -> Init {
+    let bound = 1.0 / (in_dim as f64).sqrt();
+    Init::Uniform { lo: -bound, up: bound }
+}
+
+/// `y = x Wᵀ (+ b)` over the last dimension.
+#[derive(Debug, Clone)]
+pub struct Linear {
+    weight: Tensor,
+    bias: Option<Tensor>,
+}
+
+impl Linear {
+    /// The layer with weight `[out, in]` and an optional bias `[out]`.
+    #[must_use]
+    pub fn new(weight: Tensor, bias: Option<Tensor>) -> Self {
+        Self { weight, bias }
+    }
+
+    /// Loads (or, from a `VarMap`, creates) `weight: [out_dim, in_dim]` with `weight_init`, then,
+    /// when `bias` is true, `bias: [out_dim]` initialised to zero, both under `vb`.
+    pub fn load(
+        in_dim: usize,
+        out_dim: usize,
+        bias: bool,
+        weight_init: Init,
+        vb: VarBuilder,
+    ) -> Result<Self> {
+        let weight = vb.get_with_hints((out_dim, in_dim), "weight", weight_init)?;
+        let bias =
+            if bias { Some(vb.get_with_hints(out_dim, "bias", Init::Const(0.0))?) } else { None };
+        Ok(Self { weight, bias })
+    }
+
+    /// The weight `[out, in]`.
+    #[must_use]
+    pub fn weight(&self) -> &Tensor {
+        &self.weight
+    }
+
+    /// The bias `[out]`, if any.
+    #[must_use]
+    pub fn bias(&self) -> Option<&Tensor> {
+        self.bias.as_ref()
+    }
+}
+
+impl Module for Linear {
+    fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
+        let dims = x.dims();
+        let folded = dims.len() > 2;
+        let x2 = if folded {
+            let (lead, last) = dims.split_at(dims.len() - 1);
+            x.reshape((lead.iter().product::<usize>(), last[0]))?
+        } else {
+            x.clone()
+        };
+        let mut y = x2.matmul(&self.weight.t()?)?;
+        if let Some(b) = &self.bias {
+            y = y.broadcast_add(b)?;
+        }
+        if folded {
+            let mut out = dims[..dims.len() - 1].to_vec();
+            out.push(self.weight.dim(0)?);
+            y = y.reshape(out)?;
+        }
+        Ok(y)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use candle_core::{DType, Device};
+    use candle_nn::VarMap;
+
+    #[test]
+    fn matches_the_formula_on_2d_and_3d_inputs() -> Result<()> {
+        let dev = Device::Cpu;
+        // W = [[1, 2], [3, 4], [5, 6]] (out 3, in 2), b = [0.5, -1, 2].
+        let w = Tensor::new(&[[1f32, 2.], [3., 4.], [5., 6.]], &dev)?;
+        let b = Tensor::new(&[0.5f32, -1., 2.], &dev)?;
+        let layer = Linear::new(w, Some(b));
+        let x = Tensor::new(&[[1f32, -1.], [2., 0.5]], &dev)?;
+        // Row 0: [1−2, 3−4, 5−6] + b = [−0.5, −2, 1]; row 1: [3, 8, 13] + b = [3.5, 7, 15].
+        let y = layer.forward(&x)?.to_vec2::<f32>()?;
+        assert_eq!(y, vec![vec![-0.5, -2.0, 1.0], vec![3.5, 7.0, 15.0]]);
+        let y3 = layer.forward(&x.reshape((1, 2, 2))?)?;
+        assert_eq!(y3.dims(), &[1, 2, 3]);
+        assert_eq!(y3.get(0)?.to_vec2::<f32>()?, y);
+        let no_bias = Linear::new(layer.weight().clone(), None);
+        assert_eq!(no_bias.forward(&x)?.to_vec2::<f32>()?[0], vec![-1.0, -1.0, -1.0]);
+        Ok(())
+    }
+
+    #[test]
+    fn load_names_and_initialises_as_torch() -> Result<()> {
+        let map = VarMap::new();
+        let vb = VarBuilder::from_varmap(&map, DType::F32, &Device::Cpu);
+        let layer = Linear::load(16, 4, true, torch_default_init(16), vb.pp("proj"))?;
+        let names: Vec<String> = map.data().lock().expect("varmap").keys().cloned().collect();
+        assert!(names.contains(&"proj.weight".to_string()) && names.contains(&"proj.bias".into()));
+        let w = layer.weight().flatten_all()?.to_vec1::<f32>()?;
+        assert!(w.iter().all(|v| v.abs() <= 0.25) && w.iter().any(|v| *v != 0.0));
+        assert!(layer.bias().expect("bias").to_vec1::<f32>()?.iter().all(|v| *v == 0.0));
+        let bare = Linear::load(16, 4, false, Init::Const(0.0), vb.pp("bare"))?;
+        assert!(bare.bias().is_none());
+        Ok(())
+    }
+}
