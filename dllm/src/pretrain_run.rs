@@ -223,9 +223,6 @@ impl SftBatch {
 /// What a finished run reports.
 #[derive(Debug, Clone)]
 pub struct PretrainDllmReport {
-    /// The saved model directory (config.json, model.safetensors, tokenizer; EMA weights
-    /// when an EMA is configured).
-    pub model_dir: PathBuf,
     /// Mean loss over the last 10% of `steps` (of this invocation; NaN when none ran).
     pub final_loss: f64,
     /// Parameters of the model.
@@ -321,7 +318,7 @@ pub fn pretrain_dllm(
         }
     }
     let train_seconds = train_start.elapsed().as_secs_f64();
-    let model_dir = run_dir.join("model");
+    let model_dir = run.model_dir();
     match opt.ema() {
         Some(ema) => ema.with_weights(opt.params(), || model.save_pretrained(&model_dir))??,
         None => model.save_pretrained(&model_dir)?,
@@ -329,7 +326,6 @@ pub fn pretrain_dllm(
     let finished = run.finish(&["loss/total", "grad/norm"])?;
     let final_loss = tail.mean();
     Ok(PretrainDllmReport {
-        model_dir,
         final_loss,
         parameters: model.num_parameters(),
         tokens_per_s: tokens as f64 / train_seconds.max(1e-9),
@@ -403,7 +399,7 @@ mod tests {
             r.clone().map(|i| rows[i]["loss/total"].as_f64().unwrap()).sum::<f64>() / r.len() as f64
         };
         assert!(mean(30..40) < mean(0..10), "{} -> {}", mean(0..10), mean(30..40));
-        let back = DiffusionLm::from_dir(&r.model_dir, &LoadOptions::frozen()).unwrap();
+        let back = DiffusionLm::from_dir(&r.run.model_dir, &LoadOptions::frozen()).unwrap();
         assert!(matches!(back.tokenizer(), Some(Tokenizer::Char(t)) if *t == tok));
         assert_eq!(back.num_parameters(), r.parameters);
     }

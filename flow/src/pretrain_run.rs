@@ -1,6 +1,6 @@
 //! The flow-matching pretraining run: a data stream, the plumbing of drift-core, a saved model.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use candle_core::{DType, Device, Tensor};
 use candle_nn::{VarBuilder, VarMap};
@@ -61,9 +61,6 @@ impl Default for PretrainFlowConfig {
 /// What a finished run reports.
 #[derive(Debug, Clone)]
 pub struct PretrainReport {
-    /// The saved model directory (`config.json` + `model.safetensors`; EMA weights when an EMA
-    /// is configured).
-    pub model_dir: PathBuf,
     /// Mean loss over the last 10% of `steps` (of the steps this invocation ran).
     pub final_loss: f64,
     /// The step reached, wall time, `metrics.jsonl` and `curves.png`.
@@ -110,8 +107,8 @@ pub fn pretrain_flow(
         Some(ema) => ema.weights().clone(),
         None => opt.params().snapshot()?,
     };
-    let model_dir = run_dir.join("model");
+    let model_dir = run.model_dir();
     save_dit(&model_dir, &cfg.model, &weights)?;
     let finished = run.finish(&["loss/total", "grad/norm"])?;
-    Ok(PretrainReport { model_dir, final_loss: tail.mean(), run: finished })
+    Ok(PretrainReport { final_loss: tail.mean(), run: finished })
 }

@@ -88,7 +88,7 @@ pub fn pretrain(cmd: &super::RunCommand<'_>, dev: &Device) -> Result<()> {
     outln!("final loss (mean of the last 10% of steps): {:.5}", report.final_loss);
     super::print_stopped(&report.run, cfg.run.steps, "step");
     outln!("throughput: {:.0} tokens/s", report.tokens_per_s);
-    super::print_finished(&report.run, &report.model_dir)
+    super::print_finished(&report.run)
 }
 
 /// `drift train dllm`: a dLLM RL recipe on the code world from a base model.
@@ -149,7 +149,7 @@ pub fn train(cmd: &super::RunCommand<'_>, dev: &Device) -> Result<()> {
         r.base.reward_mean,
         r.trained.reward_mean
     );
-    super::print_finished(&r.run, &r.model_dir)
+    super::print_finished(&r.run)
 }
 
 /// Refuses, before any work, a decode the model cannot take or this machine cannot hold:

@@ -75,7 +75,7 @@ pub fn pretrain(cmd: &super::RunCommand<'_>, dev: &Device) -> Result<()> {
     })?;
     outln!("final loss (mean of the last 10% of steps): {:.5}", report.final_loss);
     super::print_stopped(&report.run, cfg.run.steps, "step");
-    super::print_finished(&report.run, &report.model_dir)
+    super::print_finished(&report.run)
 }
 
 /// `drift train flow`: Flow-GRPO on the shapes world; prints base vs trained held-out
@@ -130,7 +130,7 @@ pub fn train(cmd: &super::RunCommand<'_>, dev: &Device) -> Result<()> {
         r.trained.objects_per_image.unwrap_or(f64::NAN)
     );
     outln!("grids:   {} (before), {} (after)", r.grid_before.display(), r.grid_after.display());
-    super::print_finished(&r.run, &r.model_dir)
+    super::print_finished(&r.run)
 }
 
 /// The task of a run: the shapes world's split, or a JSONL prompt file whose `held_out` lines

@@ -52,9 +52,9 @@ pub fn print_stopped(run: &drift::core::train::Finished, planned: u64, unit: &st
 /// The closing lines of every training command (wall time; where the model, the metrics and
 /// the curves are), then the run's divergence check: an error (exit 1) when every update was
 /// skipped, after everything has been written.
-pub fn print_finished(run: &drift::core::train::Finished, model_dir: &Path) -> anyhow::Result<()> {
+pub fn print_finished(run: &drift::core::train::Finished) -> anyhow::Result<()> {
     outln!("wall time: {:.1} s", run.seconds);
-    outln!("model:   {}", model_dir.display());
+    outln!("model:   {}", run.model_dir.display());
     outln!("metrics: {}", run.metrics.display());
     outln!("curves:  {}", run.curves.display());
     Ok(run.check_learned()?)

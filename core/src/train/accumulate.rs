@@ -14,6 +14,20 @@ use super::params::ParamSet;
 use crate::error::{CoreError, Result};
 use crate::loss::{LossDiagnostics, PolicyLoss};
 
+/// What one RL update did: the optimizer's step, the loss diagnostics combined over its
+/// micro-batches, and `cost`, the family's own count of the model evaluations it made (the
+/// dLLM trainer counts rows, Flow-GRPO forward calls and image evaluations).
+#[derive(Debug, Clone)]
+pub struct UpdateReport<C> {
+    /// The optimizer's report (applied or skipped, grad norm, lr).
+    pub step: StepReport,
+    /// The loss diagnostics over the update's micro-batches: means weighted as the
+    /// micro-batches were, `ratio/min` and `ratio/max` the extremes, `actions/count` the total.
+    pub diagnostics: LossDiagnostics,
+    /// The model evaluations the update made, in the family's unit.
+    pub cost: C,
+}
+
 /// Sums weighted micro-batch gradients, losses and diagnostics until one optimizer step.
 #[derive(Debug, Default)]
 pub struct Accumulator {
@@ -59,8 +73,9 @@ impl Accumulator {
     }
 
     /// One optimizer step on the summed gradients; returns its report and the combined
-    /// diagnostics (one host read of the stacked stats). Errors when nothing was added.
-    pub fn step(self, opt: &mut Optimizer) -> Result<(StepReport, LossDiagnostics)> {
+    /// diagnostics (one host read of the stacked stats) with `cost` attached. Errors when
+    /// nothing was added.
+    pub fn step<C>(self, opt: &mut Optimizer, cost: C) -> Result<UpdateReport<C>> {
         let (Some(grads), Some(loss)) = (self.grads, self.loss) else {
             return Err(CoreError::Config {
                 field: "micro_batch",
@@ -71,7 +86,7 @@ impl Accumulator {
         let loss = loss.to_scalar::<f32>()?;
         let rows = Tensor::stack(&self.stats, 0)?.to_vec2::<f32>()?;
         let diagnostics = LossDiagnostics::combine(&rows, &self.weights)?;
-        let report = opt.step(f64::from(loss), grads)?;
-        Ok((report, diagnostics))
+        let step = opt.step(f64::from(loss), grads)?;
+        Ok(UpdateReport { step, diagnostics, cost })
     }
 }

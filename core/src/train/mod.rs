@@ -14,7 +14,7 @@ mod params;
 mod run;
 mod schedule;
 
-pub use accumulate::Accumulator;
+pub use accumulate::{Accumulator, UpdateReport};
 pub use adamw::{AdamW, AdamWConfig};
 pub use budget::{TailMean, TimeBudget};
 pub use checkpoint::{verify, CheckpointMeta, Checkpointer, Rejected};

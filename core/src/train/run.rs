@@ -119,6 +119,9 @@ pub struct StepEnd {
 /// What every finished run reports (flattened into each trainer's report and `summary.json`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Finished {
+    /// The folder the run's final model was saved to (`<run>/model`, [`Run::model_dir`]).
+    #[serde(default)]
+    pub model_dir: PathBuf,
     /// The step the run ended at: `steps`, or fewer when `max_seconds` ran out.
     #[serde(default)]
     pub steps: u64,
@@ -241,6 +244,11 @@ impl Run {
         self.first..self.settings.steps
     }
 
+    /// Where every trainer saves its final model: `<run>/model`.
+    pub fn model_dir(&self) -> PathBuf {
+        self.dir.join("model")
+    }
+
     /// The run directory.
     pub fn dir(&self) -> &Path {
         &self.dir
@@ -326,6 +334,7 @@ impl Run {
         let curves = self.dir.join("curves.png");
         plot_metrics(&metrics, curve_keys, &curves)?;
         Ok(Finished {
+            model_dir: self.model_dir(),
             steps: self.last,
             seconds: self.start.elapsed().as_secs_f64(),
             metrics,

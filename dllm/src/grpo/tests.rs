@@ -166,7 +166,7 @@ fn a_resumed_run_or_one_cut_by_its_time_budget_equals_an_uninterrupted_one() {
     train_dllm_grpo(&cfg2, "", &toy(), &split, &dev).unwrap();
     let report = train_dllm_grpo(&cfg, "", &toy(), &split, &dev).unwrap();
     assert_eq!(metrics_without_times(&whole), metrics_without_times(&split));
-    assert!(report.model_dir.join("config.json").exists());
+    assert!(report.run.model_dir.join("config.json").exists());
     assert!(report.run.curves.exists());
     // A budget spent before the first iteration ends: the run stops after it, checkpointed,
     // evaluated and saved, and running it again completes it exactly.
@@ -175,7 +175,7 @@ fn a_resumed_run_or_one_cut_by_its_time_budget_equals_an_uninterrupted_one() {
     let cut = dir.path().join("cut");
     let first = train_dllm_grpo(&budgeted, "", &toy(), &cut, &dev).unwrap();
     assert_eq!(first.run.steps, 1);
-    assert!(first.model_dir.join("model.safetensors").exists());
+    assert!(first.run.model_dir.join("model.safetensors").exists());
     assert!(cut.join("summary.json").exists() && cut.join("checkpoints/step-00000001").is_dir());
     assert_eq!(train_dllm_grpo(&cfg, "", &toy(), &cut, &dev).unwrap().run.steps, 3);
     assert_eq!(metrics_without_times(&whole), metrics_without_times(&cut));

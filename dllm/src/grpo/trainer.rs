@@ -1,7 +1,7 @@
 //! The dLLM RL loop: rollout → reward → advantages → old/reference log-probs → `μ` updates,
 //! with evaluation, metrics, curves, checkpoints and resume.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Instant;
 
 use candle_core::Device;
@@ -24,8 +24,6 @@ pub struct DllmGrpoReport {
     pub base: EvalReport,
     /// The trained model's.
     pub trained: EvalReport,
-    /// The trained model (Hugging Face layout).
-    pub model_dir: PathBuf,
     /// The iteration reached, wall time, `metrics.jsonl` and `curves.png`.
     #[serde(flatten)]
     pub run: Finished,
@@ -135,10 +133,10 @@ pub fn train_dllm_grpo<T: TextTask>(
     let trained = run_eval(&m, task, cfg)?;
     let last = run.step();
     log_eval(&mut run, last, &trained)?;
-    let model_dir = run_dir.join("model");
+    let model_dir = run.model_dir();
     m.policy.save_pretrained(&model_dir)?;
     let finished = run.finish(CURVE_KEYS)?;
-    let report = DllmGrpoReport { base, trained, model_dir, run: finished };
+    let report = DllmGrpoReport { base, trained, run: finished };
     write_json(&run_dir.join("summary.json"), &report)?;
     Ok(report)
 }
@@ -176,7 +174,7 @@ fn iteration<T: TextTask>(
         if let Some(reason) = r.step.skipped {
             run.println(&format!("iteration {step}.{it}: update skipped ({reason:?})"));
         }
-        estimator_rows += r.forward_rows;
+        estimator_rows += r.cost;
         reports.push(r);
     }
     let update_s = t_up.elapsed().as_secs_f64();

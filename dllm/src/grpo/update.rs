@@ -2,9 +2,9 @@
 //! micro-batched updates through the core's policy loss.
 
 use candle_core::{DType, Tensor};
-use drift_core::loss::{policy_loss, Aggregation, LossDiagnostics, PolicyInputs, Reference};
+use drift_core::loss::{policy_loss, Aggregation, PolicyInputs, Reference};
 use drift_core::rng::RngKey;
-use drift_core::train::{Accumulator, Optimizer, StepReport};
+use drift_core::train::{Accumulator, Optimizer};
 
 use super::config::ResolvedConfig;
 use super::rollout::RolloutBatch;
@@ -41,16 +41,8 @@ pub fn batch_log_probs<I>(
     Ok((Tensor::cat(&parts, 0)?, rows))
 }
 
-/// What one inner iteration did.
-#[derive(Debug, Clone)]
-pub struct UpdateReport {
-    /// The optimizer's report.
-    pub step: StepReport,
-    /// The loss diagnostics over the micro-batches.
-    pub diagnostics: LossDiagnostics,
-    /// Rows the model evaluated.
-    pub forward_rows: usize,
-}
+/// What one inner iteration did; its `cost` is the rows the model evaluated.
+pub type UpdateReport = drift_core::train::UpdateReport<usize>;
 
 /// One inner iteration `it`: micro-batches of `cfg.micro_batch` rows, each weighted by its
 /// share of the batch ([`micro_batch_weights`]), gradients accumulated, then one optimizer
@@ -89,8 +81,7 @@ pub fn update<I>(
         let out = policy_loss(&cfg.parts.loss, &inputs)?;
         acc.add(&out, w, opt.params())?;
     }
-    let (step, diagnostics) = acc.step(opt)?;
-    Ok(UpdateReport { step, diagnostics, forward_rows: rows })
+    Ok(acc.step(opt, rows)?)
 }
 
 /// The weight of each micro-batch's loss in the batch's, so that the accumulated gradient is

@@ -163,8 +163,8 @@ fn stacked_steps_give_the_same_update_to_rounding() {
         let r = update(&policy, &reference, &batch, &rows, &cfg, &schedule, &mut opt).unwrap();
         // 3 trained steps: one pass per step, or one pass for all three (× policy, reference).
         let chunks = batch.len().div_ceil(4);
-        assert_eq!(r.forward_calls, chunks * if stack_steps { 1 } else { 3 } * 2);
-        assert_eq!(r.image_evaluations, batch.len() * 3 * 2);
+        assert_eq!(r.cost.forward_calls, chunks * if stack_steps { 1 } else { 3 } * 2);
+        assert_eq!(r.cost.image_evaluations, batch.len() * 3 * 2);
         assert!((r.diagnostics.ratio_min - 1.0).abs() < 1e-5, "{stack_steps}");
         assert!((r.diagnostics.ratio_max - 1.0).abs() < 1e-5, "{stack_steps}");
         // A second update sees the moved weights: compare the policies through it.
@@ -193,7 +193,7 @@ fn without_a_kl_term_the_reference_is_skipped_and_the_update_equals_beta_zero() 
         let rows: Vec<usize> = (0..batch.len()).collect();
         let r = update(&policy, &reference, &batch, &rows, &cfg, &schedule, &mut opt).unwrap();
         let models = if kl { 2 } else { 1 };
-        assert_eq!(r.image_evaluations, batch.len() * 3 * models);
+        assert_eq!(r.cost.image_evaluations, batch.len() * 3 * models);
         let r2 = update(&policy, &reference, &batch, &rows, &cfg, &schedule, &mut opt).unwrap();
         out.push((r.step.grad_norm, r2.diagnostics.ratio_mean));
     }
@@ -244,7 +244,8 @@ fn zero_advantage_samples_never_reach_the_loss() {
 /// Every tensor of the two runs' saved models is bit-identical.
 fn assert_same_weights(a: &FlowGrpoReport, b: &FlowGrpoReport) {
     let load = |r: &FlowGrpoReport| {
-        candle_core::safetensors::load(r.model_dir.join("model.safetensors"), &Device::Cpu).unwrap()
+        candle_core::safetensors::load(r.run.model_dir.join("model.safetensors"), &Device::Cpu)
+            .unwrap()
     };
     let (wa, wb) = (load(a), load(b));
     for (name, t) in &wa {
@@ -293,7 +294,7 @@ fn a_resumed_run_or_one_cut_by_its_time_budget_equals_an_uninterrupted_one() {
     let first =
         train_flow_grpo(&budgeted, "", &task, &Brightness, cut.path(), &Device::Cpu).unwrap();
     assert_eq!(first.run.steps, 1);
-    assert!(first.model_dir.join("model.safetensors").exists() && first.grid_after.exists());
+    assert!(first.run.model_dir.join("model.safetensors").exists() && first.grid_after.exists());
     assert!(cut.path().join("checkpoints/step-00000001").is_dir());
     let c = train_flow_grpo(&cfg3, "", &task, &Brightness, cut.path(), &Device::Cpu).unwrap();
     assert_eq!((a.run.steps, c.run.steps), (3, 3));

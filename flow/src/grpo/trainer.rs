@@ -31,8 +31,6 @@ pub struct FlowGrpoReport {
     pub grid_before: PathBuf,
     /// The held-out grid of the trained model.
     pub grid_after: PathBuf,
-    /// The trained model (`config.json` + `model.safetensors`).
-    pub model_dir: PathBuf,
     /// The iteration reached, wall time, `metrics.jsonl` and `curves.png` (reward, accuracy,
     /// KL, clipping).
     #[serde(flatten)]
@@ -233,11 +231,10 @@ pub fn train_flow_grpo<T: ImageTask>(
         Some(ema) => ema.weights().clone(),
         None => m.opt.params().snapshot()?,
     };
-    let model_dir = run_dir.join("model");
+    let model_dir = run.model_dir();
     save_dit(&model_dir, m.policy.config(), &weights)?;
     let finished = run.finish(CURVE_KEYS)?;
-    let report =
-        FlowGrpoReport { base, trained, grid_before, grid_after, model_dir, run: finished };
+    let report = FlowGrpoReport { base, trained, grid_before, grid_after, run: finished };
     write_json(&run_dir.join("summary.json"), &report)?;
     Ok(report)
 }
@@ -269,8 +266,8 @@ fn update_and_measure<P>(
                     "iteration {step}: update skipped ({reason:?}); weights unchanged"
                 ));
             }
-            calls += r.forward_calls;
-            images += r.image_evaluations;
+            calls += r.cost.forward_calls;
+            images += r.cost.image_evaluations;
             diag.push(r.diagnostics);
             report = Some(r.step);
         }

@@ -13,14 +13,12 @@ use super::rollout::RolloutBatch;
 use crate::error::{FlowModelError, Result};
 use crate::model::Dit;
 
-/// What an update did.
-#[derive(Debug, Clone)]
-pub struct UpdateReport {
-    /// The optimizer's report (applied or skipped, grad norm, lr).
-    pub step: StepReport,
-    /// The loss diagnostics over the update's micro-batches: means weighted by sample count,
-    /// `ratio/min` and `ratio/max` the extremes, `actions/count` the total.
-    pub diagnostics: LossDiagnostics,
+/// What an update did; its `cost` counts the model evaluations.
+pub type UpdateReport = drift_core::train::UpdateReport<UpdateCost>;
+
+/// The model evaluations of one Flow-GRPO update.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct UpdateCost {
     /// Model forward calls made (policy and reference, guidance counted twice); each call
     /// covers every trained step of one micro-batch.
     pub forward_calls: usize,
@@ -139,8 +137,7 @@ pub fn update(
         return Ok(UpdateReport {
             step,
             diagnostics: LossDiagnostics::default(),
-            forward_calls: 0,
-            image_evaluations: 0,
+            cost: UpdateCost::default(),
         });
     }
     let mut acc = Accumulator::new();
@@ -149,11 +146,10 @@ pub fn update(
         let out = micro_batch(policy, reference, batch, chunk, &steps, cfg, schedule)?;
         acc.add(&out, chunk.len() as f64 / rows.len() as f64, opt.params())?;
     }
-    let (step, diagnostics) = acc.step(opt)?;
     let passes = if cfg.stack_steps { 1 } else { steps.len() };
     // The policy's pass, and the reference's when there is a KL term.
     let models = if cfg.loss.kl.is_some() { 2 } else { 1 };
     let forward_calls = chunks.len() * passes * models * per_call;
     let image_evaluations = rows.len() * steps.len() * models * per_call;
-    Ok(UpdateReport { step, diagnostics, forward_calls, image_evaluations })
+    Ok(acc.step(opt, UpdateCost { forward_calls, image_evaluations })?)
 }
