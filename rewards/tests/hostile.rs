@@ -1,6 +1,6 @@
 //! Hostile code against the sandbox, in every isolation mode available here (limits only,
-//! and bwrap when it works). Each case must end in bounded time with a failure recorded and
-//! nothing outside the sandbox touched.
+//! drift's namespace jail, and bwrap when it works). Each case must end in bounded time with a
+//! failure recorded and nothing outside the sandbox touched.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -10,7 +10,7 @@ use drift_rewards::sandbox::RunStatus;
 use drift_rewards::sandbox::{Sandbox, SandboxConfig, SandboxMode};
 use drift_rewards::worlds::code::{CodeReward, CodeRewardConfig};
 
-/// The sandboxes to test: limits only, and bwrap when its probe succeeds.
+/// The sandboxes to test: limits only, the namespace jail and bwrap when their probes succeed.
 fn sandboxes() -> Vec<Arc<Sandbox>> {
     let cfg = |mode| SandboxConfig {
         mode,
@@ -22,11 +22,11 @@ fn sandboxes() -> Vec<Arc<Sandbox>> {
         ..SandboxConfig::default()
     };
     let mut out = vec![Arc::new(Sandbox::new(&cfg(SandboxMode::Limits)).unwrap())];
-    let auto = Sandbox::new(&cfg(SandboxMode::Auto)).unwrap();
-    if auto.mode().bwrap {
-        out.push(Arc::new(auto));
-    } else {
-        println!("bwrap is not usable here: only the limits-only mode is tested");
+    for mode in [SandboxMode::Namespaces, SandboxMode::Bwrap] {
+        match Sandbox::new(&cfg(mode)) {
+            Ok(sb) => out.push(Arc::new(sb)),
+            Err(e) => println!("{mode:?} is not usable here ({e}): not tested"),
+        }
     }
     out
 }
@@ -163,7 +163,7 @@ fn writes_outside_the_sandbox_do_not_land() {
     std::fs::create_dir_all(&outside).unwrap();
     let abs = outside.join("x.txt");
     for sb in sandboxes() {
-        let confined = sb.mode().bwrap || sb.mode().own_uid;
+        let confined = sb.mode().bwrap || sb.mode().namespaces || sb.mode().own_uid;
         for target in [&in_cwd, &abs] {
             let code = format!("open({:?}, 'w').write('escaped')", target.display().to_string());
             let (exec, _, d) = score(&sb, &code, "pass");
@@ -181,14 +181,14 @@ fn writes_outside_the_sandbox_do_not_land() {
 }
 
 #[test]
-fn network_is_blocked_under_bwrap() {
+fn network_is_blocked_in_a_jail() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let code =
         format!("import socket\ns = socket.create_connection(('127.0.0.1', {port}), timeout=0.5)");
     for sb in sandboxes() {
         let (exec, _, d) = score(&sb, &code, "pass");
-        if sb.mode().bwrap {
+        if sb.mode().bwrap || sb.mode().namespaces {
             assert_eq!(exec, 0.0, "mode {}: connected to the parent's socket: {d}", sb.mode());
         } else {
             println!("mode {}: network is NOT blocked without bwrap (connect scored {exec}); assertion skipped", sb.mode());
@@ -217,12 +217,12 @@ fn count_sandbox_dirs() -> usize {
 }
 
 #[test]
-fn filling_the_disk_with_many_files_is_bounded_under_bwrap() {
+fn filling_the_disk_with_many_files_is_bounded_in_a_jail() {
     // 12 files of 10 MiB, each under the 16 MiB per-file limit, 120 MiB in all.
     let code = "for i in range(12):\n    with open(f'fill{i}.bin', 'wb') as f:\n        f.write(b'\\0' * (10 << 20))";
     for sb in sandboxes() {
         let (exec, took, d) = score(&sb, code, "pass");
-        if sb.mode().bwrap && sb.mode().sized_tmpfs {
+        if (sb.mode().bwrap && sb.mode().sized_tmpfs) || sb.mode().namespaces {
             assert_eq!(exec, 0.0, "mode {}: wrote 120 MiB into a 64 MiB tmpfs: {d}", sb.mode());
         } else {
             println!("mode {}: total writes are bounded only per file and by time (scored {exec} in {took:?}); assertion skipped", sb.mode());
@@ -241,14 +241,120 @@ fn scratch_files_in_the_working_directory_work() {
 }
 
 #[test]
-fn missing_bwrap_falls_back_to_limits_or_errors_when_required() {
+fn missing_bwrap_falls_back_to_the_namespace_jail_or_errors_when_required() {
     let missing = std::path::PathBuf::from("/nonexistent/bwrap");
     let cfg = SandboxConfig { bwrap: missing.clone(), ..SandboxConfig::default() };
-    let sb = Arc::new(Sandbox::new(&cfg).unwrap());
-    assert!(!sb.mode().bwrap, "{}", sb.mode());
+    let Ok(sb) = Sandbox::new(&cfg) else {
+        // No jail at all here: `auto` refuses, naming the explicit opt-out.
+        let err = Sandbox::new(&cfg).unwrap_err().to_string();
+        assert!(err.contains("mode = \"limits\""), "{err}");
+        return;
+    };
+    let sb = Arc::new(sb);
+    assert!(!sb.mode().bwrap && sb.mode().namespaces, "{}", sb.mode());
     let (exec, _, d) = score(&sb, "def f(x):\n    return x", "assert f(3) == 3");
     assert_eq!(exec, 1.0, "{d}");
     let strict =
         SandboxConfig { mode: SandboxMode::Bwrap, bwrap: missing, ..SandboxConfig::default() };
     assert!(Sandbox::new(&strict).unwrap_err().to_string().contains("bwrap"));
+}
+
+/// The namespace jail, when the kernel allows it here.
+fn namespace_jail(drop_privileges: bool) -> Option<Arc<Sandbox>> {
+    let cfg = SandboxConfig {
+        mode: SandboxMode::Namespaces,
+        timeout_s: 1.5,
+        drop_privileges,
+        ..SandboxConfig::default()
+    };
+    match Sandbox::new(&cfg) {
+        Ok(sb) => Some(Arc::new(sb)),
+        Err(e) => {
+            println!("the namespace jail is not usable here ({e}): not tested");
+            None
+        }
+    }
+}
+
+/// Runs `code` as a test that passes only when its assertions hold inside the sandbox.
+fn holds_inside(sb: &Arc<Sandbox>, code: &str) -> (f64, String) {
+    let (exec, _, d) = score(sb, "", code);
+    (exec, d)
+}
+
+#[test]
+fn the_jail_has_its_own_pid_namespace_and_proc() {
+    // Under the trainer's own uid (as an ordinary user would run it) and under a per-run uid.
+    for sb in [namespace_jail(false), namespace_jail(true)].into_iter().flatten() {
+        let code = "import os\nassert os.getpid() == 1, os.getpid()\nassert os.getppid() == 0\n\
+                    assert [p for p in os.listdir('/proc') if p.isdigit()] == ['1'], os.listdir('/proc')";
+        let (exec, d) = holds_inside(&sb, code);
+        assert_eq!(exec, 1.0, "mode {}: {d}", sb.mode());
+    }
+}
+
+#[test]
+fn the_jail_hides_the_trainers_environment_files_and_home() {
+    let secret = std::env::temp_dir().join(format!("drift-secret-{}", std::process::id()));
+    std::fs::write(&secret, "hunter2").unwrap();
+    std::fs::set_permissions(&secret, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let here = std::env::current_dir().unwrap();
+    for sb in [namespace_jail(false), namespace_jail(true)].into_iter().flatten() {
+        for path in [
+            format!("/proc/{}/environ", std::process::id()),
+            secret.display().to_string(),
+            here.join("Cargo.toml").display().to_string(),
+        ] {
+            let code = format!("import os\nassert not os.path.exists({path:?})");
+            let (exec, d) = holds_inside(&sb, &code);
+            assert_eq!(exec, 1.0, "mode {}: {path} is visible: {d}", sb.mode());
+        }
+        let (exec, d) = holds_inside(
+            &sb,
+            "import os\nassert not os.path.exists('/home') and not os.path.exists('/root')",
+        );
+        assert_eq!(exec, 1.0, "mode {}: {d}", sb.mode());
+    }
+    let _ = std::fs::remove_file(&secret);
+}
+
+#[test]
+fn the_jails_writable_places_share_one_size_cap() {
+    // 40 MiB into each of /dev/shm, /var/tmp and /tmp: 120 MiB against the 64 MiB cap.
+    let code = "for d in ['/dev/shm', '/var/tmp', '/tmp']:\n    with open(d + '/fill.bin', 'wb') as f:\n        f.write(b'\\0' * (40 << 20))";
+    for sb in [namespace_jail(false)].into_iter().flatten() {
+        let (exec, d) = holds_inside(&sb, &format!("{code}\n"));
+        assert_eq!(exec, 0.0, "mode {}: wrote 120 MiB past a 64 MiB cap: {d}", sb.mode());
+        let (exec, d) = holds_inside(
+            &sb,
+            "open('/dev/shm/a', 'w').write('x')\nassert open('/tmp/a').read() == 'x'",
+        );
+        assert_eq!(exec, 1.0, "mode {}: /dev/shm is not the jail's /tmp: {d}", sb.mode());
+    }
+}
+
+#[test]
+fn a_survivor_and_kill_minus_one_die_with_the_jail() {
+    // The trainer's own uid: only the jail protects it.
+    for sb in [namespace_jail(false)].into_iter().flatten() {
+        // A grandchild in its own session outlives the program: it dies with the namespace.
+        let marker = format!("drift-survivor-{}", std::process::id());
+        let code = format!(
+            "import os\nif os.fork() == 0:\n    os.setsid()\n    \
+             os.execv('/usr/bin/python3', ['python3', '-c', 'import time; time.sleep(30) # {marker}'])\n\
+             import time\ntime.sleep(0.3)"
+        );
+        let (_, took, d) = score(&sb, "", &code);
+        assert!(took < Duration::from_secs(4), "mode {}: took {took:?}: {d}", sb.mode());
+        std::thread::sleep(Duration::from_millis(200));
+        let alive = std::process::Command::new("pgrep").args(["-f", &marker]).output().unwrap();
+        assert!(alive.stdout.is_empty(), "a survivor: {}", String::from_utf8_lossy(&alive.stdout));
+        // kill(-1) and kill(getppid()) reach only the jail's own processes: this test process
+        // (the trainer) goes on.
+        for kill in ["os.kill(-1, signal.SIGKILL)", "os.kill(os.getppid(), signal.SIGKILL)"] {
+            let code = format!("import os, signal\n{kill}");
+            let (_, took, d) = score(&sb, "", &code);
+            assert!(took < Duration::from_secs(4), "mode {}: {kill} took {took:?}: {d}", sb.mode());
+        }
+    }
 }

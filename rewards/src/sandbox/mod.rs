@@ -25,10 +25,12 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+mod jail;
 pub mod limits;
 pub mod supervise;
 
 use crate::RewardError;
+use jail::Jail;
 use limits::Limits;
 pub use supervise::{RunOutput, RunStatus};
 
@@ -36,11 +38,17 @@ pub use supervise::{RunOutput, RunStatus};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum SandboxMode {
-    /// bwrap when its probe succeeds, else limits only (the default).
+    /// bwrap when its probe succeeds, else the namespace jail, else an error from
+    /// [`Sandbox::new`] (the default): code never runs unjailed unless `limits` is asked for.
     Auto,
     /// bwrap, or an error from [`Sandbox::new`] when it does not work here.
     Bwrap,
-    /// Limits, empty environment, temp dir, process group and uid only.
+    /// drift's own namespace jail (user, mount, network, PID, IPC namespaces; a read-only
+    /// root of system directories; one size-capped `/tmp`), or an error when the kernel does
+    /// not allow it here.
+    Namespaces,
+    /// Limits, empty environment, temp dir, process group and uid only: no filesystem,
+    /// network or process jail. Only when asked for explicitly.
     Limits,
 }
 
@@ -70,8 +78,9 @@ pub struct SandboxConfig {
     pub drop_privileges: bool,
     /// The bubblewrap executable. Default `bwrap` (looked up on `/usr/local/bin:/usr/bin:/bin`).
     pub bwrap: PathBuf,
-    /// Size of the private `/tmp` under bwrap, MiB: the most a run can write in total.
-    /// Default 64. (Without bwrap only the per-file limit and the time bound writes.)
+    /// Size of the private `/tmp` under bwrap or the namespace jail, MiB: the most a run can
+    /// write in total (`/var/tmp` and `/dev/shm` included under the jail). Default 64. (With
+    /// limits only, just the per-file limit and the time bound writes.)
     pub tmpfs_mb: u64,
 }
 
@@ -98,6 +107,10 @@ impl Default for SandboxConfig {
 pub struct ActiveMode {
     /// Runs are inside bwrap (read-only `/`, private `/tmp`, no network, own pid namespace).
     pub bwrap: bool,
+    /// Runs are inside drift's namespace jail (`jail.rs`: read-only system directories only,
+    /// a size-capped private `/tmp`, no network, own PID namespace).
+    #[serde(default)]
+    pub namespaces: bool,
     /// Runs have their own unprivileged uid (per-run process limit, no write access to
     /// root-owned files).
     pub own_uid: bool,
@@ -107,7 +120,13 @@ pub struct ActiveMode {
 
 impl std::fmt::Display for ActiveMode {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let jail = if self.bwrap { "bwrap" } else { "limits" };
+        let jail = if self.bwrap {
+            "bwrap"
+        } else if self.namespaces {
+            "namespaces"
+        } else {
+            "limits"
+        };
         let uid = if self.own_uid { "+uid" } else { "" };
         let size = if self.bwrap && !self.sized_tmpfs { "+unsized-tmp" } else { "" };
         write!(f, "{jail}{uid}{size}")
@@ -118,6 +137,8 @@ impl std::fmt::Display for ActiveMode {
 #[derive(Debug, Clone)]
 pub struct Sandbox {
     python: PathBuf,
+    /// The interpreter's installation (`sys.base_prefix`), bound into the namespace jail.
+    prefix: PathBuf,
     limits: Limits,
     timeout: Duration,
     cap: usize,
@@ -131,7 +152,7 @@ const JAIL_DIR: &str = "/tmp";
 /// Where the run's files are bound, read-only, under bwrap.
 const JAIL_SRC: &str = "/tmp/src";
 
-static BWRAP_WARNING: Once = Once::new();
+static JAIL_NOTICE: Once = Once::new();
 static NEXT_DIR: AtomicU64 = AtomicU64::new(0);
 
 impl Sandbox {
@@ -160,17 +181,19 @@ impl Sandbox {
             processes: cfg.max_processes,
             open_files: 64,
         };
-        let python = resolve_python(cfg.python.as_deref())?;
+        let (python, prefix) = resolve_python(cfg.python.as_deref())?;
         let cap = cfg.max_output_bytes;
-        let mode = ActiveMode { bwrap: false, own_uid: false, sized_tmpfs: false };
+        let mode =
+            ActiveMode { bwrap: false, namespaces: false, own_uid: false, sized_tmpfs: false };
         let (tmpfs_bytes, bwrap) = (cfg.tmpfs_mb << 20, cfg.bwrap.clone());
-        let mut sb = Self { python, limits, timeout, cap, tmpfs_bytes, bwrap, mode };
+        let mut sb = Self { python, prefix, limits, timeout, cap, tmpfs_bytes, bwrap, mode };
+        remove_stale_dirs();
         sb.mode.own_uid = cfg.drop_privileges && limits::is_root() && sb.probe();
         if !sb.mode.own_uid {
             // RLIMIT_NPROC counts all of this user's processes: leave room for those running.
             sb.limits.processes += limits::processes_of_current_user();
         }
-        if cfg.mode != SandboxMode::Limits {
+        if matches!(cfg.mode, SandboxMode::Auto | SandboxMode::Bwrap) {
             // Try bwrap with a sized /tmp, then without (old bwrap), then give up on it.
             sb.mode.bwrap = true;
             sb.mode.sized_tmpfs = true;
@@ -186,10 +209,26 @@ impl Sandbox {
                             .into(),
                     });
                 }
-                BWRAP_WARNING.call_once(|| {
+            }
+        }
+        if !sb.mode.bwrap && matches!(cfg.mode, SandboxMode::Auto | SandboxMode::Namespaces) {
+            sb.mode.namespaces = true;
+            if !sb.probe() {
+                sb.mode.namespaces = false;
+                return Err(RewardError::Invalid {
+                    what: format!("sandbox mode `{}`", serde_name(cfg.mode)),
+                    expected: "a jail for model-written code: a working `bwrap`, or user, mount, \
+                               network and PID namespaces for drift's own jail (both failed \
+                               here); set the sandbox's `mode = \"limits\"` to run code under \
+                               resource limits only, with no filesystem or network jail"
+                        .into(),
+                });
+            }
+            if cfg.mode == SandboxMode::Auto {
+                JAIL_NOTICE.call_once(|| {
                     eprintln!(
                         "drift-rewards: bubblewrap (`bwrap`) is missing or does not work here; \
-                         code runs under resource limits only (no filesystem or network jail)"
+                         code runs in drift's namespace jail"
                     )
                 });
             }
@@ -224,21 +263,45 @@ impl Sandbox {
             fs::write(&path, text)
                 .map_err(|e| sandbox_err(format!("write {}", path.display()), e))?;
         }
+        let jail = if self.mode.namespaces {
+            let root = dir.0.join(".root");
+            fs::create_dir(&root)
+                .map_err(|e| sandbox_err(format!("create {}", root.display()), e))?;
+            if let Some(uid) = uid {
+                chown(&root, uid)?;
+            }
+            let jail = Jail::new(&dir.0, &root, &self.prefix, self.tmpfs_bytes)
+                .map_err(|e| sandbox_err("prepare the namespace jail".into(), e))?;
+            if std::env::var_os("DRIFT_DEBUG_PROBE").is_some() {
+                eprintln!("{jail:#?}");
+            }
+            Some(jail)
+        } else {
+            None
+        };
         if let Some(uid) = uid {
             chown(&dir.0, uid)?;
         }
         let mut cmd = self.command(&dir.0, script);
         let lim = self.limits;
+        let jailed = self.mode.bwrap || self.mode.namespaces;
         cmd.env_clear()
             .env("PATH", "/usr/local/bin:/usr/bin:/bin")
             .env("LANG", "C.UTF-8")
-            .env("HOME", if self.mode.bwrap { Path::new(JAIL_DIR) } else { &dir.0 })
+            .env("HOME", if jailed { Path::new(JAIL_DIR) } else { &dir.0 })
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        // SAFETY: `apply` only makes async-signal-safe calls on copied plain values.
+        // SAFETY: `apply` and `Jail::enter` only make async-signal-safe calls on values
+        // prepared before the fork.
         unsafe {
-            cmd.pre_exec(move || limits::apply(&lim, uid));
+            cmd.pre_exec(move || {
+                limits::apply(&lim, uid)?;
+                match &jail {
+                    Some(jail) => jail.enter(),
+                    None => Ok(()),
+                }
+            });
         }
         let child =
             cmd.spawn().map_err(|e| sandbox_err(format!("spawn {:?}", cmd.get_program()), e))?;
@@ -247,6 +310,12 @@ impl Sandbox {
     }
 
     fn command(&self, dir: &Path, script: &str) -> Command {
+        if self.mode.namespaces {
+            // Jail::enter changes into the jail's /tmp, where the run's files are at src/.
+            let mut cmd = Command::new(&self.python);
+            cmd.args(["-I", "-S", "-B"]).arg(format!("{JAIL_SRC}/{script}"));
+            return cmd;
+        }
         if !self.mode.bwrap {
             let mut cmd = Command::new(&self.python);
             cmd.args(["-I", "-S", "-B", script]).current_dir(dir);
@@ -271,10 +340,15 @@ impl Sandbox {
     /// A trial run in the current mode: true when `pass` runs and exits 0.
     fn probe(&self) -> bool {
         let probe = Self { timeout: Duration::from_secs(10), ..self.clone() };
-        matches!(
-            probe.run_python(&[("probe.py", "pass\n")], "probe.py"),
-            Ok(RunOutput { status: RunStatus::Exit(0), .. })
-        )
+        let r = probe.run_python(&[("probe.py", "pass\n")], "probe.py");
+        if std::env::var_os("DRIFT_DEBUG_PROBE").is_some() {
+            eprintln!(
+                "probe {}: {:?}",
+                self.mode,
+                r.as_ref().map(|o| (o.status, String::from_utf8_lossy(&o.stderr).to_string()))
+            );
+        }
+        matches!(r, Ok(RunOutput { status: RunStatus::Exit(0), .. }))
     }
 }
 
@@ -290,27 +364,60 @@ fn sandbox_err(context: String, source: std::io::Error) -> RewardError {
     RewardError::Sandbox { context, source }
 }
 
-/// Finds the real interpreter (following pyenv-style shims) by asking it, with the parent's
-/// environment, for `sys.executable`.
-fn resolve_python(configured: Option<&Path>) -> Result<PathBuf, RewardError> {
+/// Finds the real interpreter (following pyenv-style shims) and its installation by asking it,
+/// with the parent's environment, for `sys.executable` and `sys.base_prefix`.
+fn resolve_python(configured: Option<&Path>) -> Result<(PathBuf, PathBuf), RewardError> {
     let candidate = match configured {
         Some(p) => p.to_path_buf(),
         None if Path::new("/usr/bin/python3").exists() => PathBuf::from("/usr/bin/python3"),
         None => PathBuf::from("python3"),
     };
     let out = Command::new(&candidate)
-        .args(["-c", "import sys; print(sys.executable)"])
+        .args(["-c", "import sys; print(sys.executable); print(sys.base_prefix)"])
         .stdin(Stdio::null())
         .output()
         .map_err(|e| sandbox_err(format!("start {}", candidate.display()), e))?;
-    let exe = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    if !out.status.success() || exe.is_empty() {
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let mut lines = text.lines().map(str::trim);
+    let (exe, prefix) = (lines.next().unwrap_or(""), lines.next().unwrap_or(""));
+    if !out.status.success() || exe.is_empty() || prefix.is_empty() {
         return Err(RewardError::Invalid {
             what: format!("python interpreter {}", candidate.display()),
             expected: "a working python3 that reports sys.executable".into(),
         });
     }
-    Ok(PathBuf::from(exe))
+    Ok((PathBuf::from(exe), PathBuf::from(prefix)))
+}
+
+/// The name a mode has in a config file.
+fn serde_name(mode: SandboxMode) -> &'static str {
+    match mode {
+        SandboxMode::Auto => "auto",
+        SandboxMode::Bwrap => "bwrap",
+        SandboxMode::Namespaces => "namespaces",
+        SandboxMode::Limits => "limits",
+    }
+}
+
+/// Removes the run folders (`drift-sandbox-<pid>-…` in the temp dir) of processes that no
+/// longer exist: what a trainer killed mid-run left behind.
+fn remove_stale_dirs() {
+    let Ok(entries) = fs::read_dir(std::env::temp_dir()) else { return };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix("drift-sandbox-")) else {
+            continue;
+        };
+        let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<libc::pid_t>().ok()) else {
+            continue;
+        };
+        // SAFETY: kill with signal 0 only checks that the process exists.
+        let gone = unsafe { libc::kill(pid, 0) } < 0
+            && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
+        if gone {
+            drop(TempDir(e.path()));
+        }
+    }
 }
 
 fn chown(path: &Path, uid: u32) -> Result<(), RewardError> {
