@@ -1,5 +1,6 @@
 //! Reward throughput: code rewards per second for a batch of 64 samples × 5 tests, in each
-//! sandbox mode available here (bwrap when it works, and limits only), plus the Countdown
+//! sandbox mode available here (bwrap and the namespace jail when they work, and limits only),
+//! plus the Countdown
 //! and Sudoku verifiers. One JSON line per case on stdout.
 //!
 //! Run: `cargo bench -p drift-rewards`.
@@ -28,15 +29,17 @@ fn main() -> Result<(), drift_rewards::RewardError> {
     let batch: Vec<TextSample<CodeItem>> =
         items.iter().map(|i| TextSample::new(i.clone(), i.target())).collect();
     let pool = Pool::new(&PoolConfig::default())?;
-    for mode in [SandboxMode::Auto, SandboxMode::Limits] {
-        let sandbox = Sandbox::new(&SandboxConfig { mode, ..SandboxConfig::default() })?;
-        if mode == SandboxMode::Auto && !sandbox.mode().bwrap {
-            println!(
-                "{}",
-                serde_json::json!({"bench": "code_reward", "mode": "bwrap", "skipped": "bwrap does not work here"})
-            );
-            continue;
-        }
+    for mode in [SandboxMode::Bwrap, SandboxMode::Namespaces, SandboxMode::Limits] {
+        let sandbox = match Sandbox::new(&SandboxConfig { mode, ..SandboxConfig::default() }) {
+            Ok(sandbox) => sandbox,
+            Err(e) => {
+                println!(
+                    "{}",
+                    serde_json::json!({"bench": "code_reward", "mode": format!("{mode:?}"), "skipped": e.to_string()})
+                );
+                continue;
+            }
+        };
         let active = sandbox.mode().to_string();
         let reward: Arc<dyn Reward<TextSample<CodeItem>>> =
             Arc::new(CodeReward::with_sandbox(&CodeRewardConfig::default(), Arc::new(sandbox))?);

@@ -213,9 +213,7 @@ impl Jail {
                 none.cast(),
             ))?;
             check(libc::chdir(self.root.as_ptr()))?;
-            check(
-                libc::syscall(libc::SYS_pivot_root, c".".as_ptr(), c".oldroot".as_ptr()) as i32
-            )?;
+            check(libc::syscall(libc::SYS_pivot_root, c".".as_ptr(), c".oldroot".as_ptr()) as i32)?;
             check(libc::chdir(c"/".as_ptr()))?;
             check(libc::umount2(c"/.oldroot".as_ptr(), libc::MNT_DETACH))?;
             check(libc::rmdir(c"/.oldroot".as_ptr()))?;
