@@ -1,14 +1,15 @@
 //! A sandbox for running untrusted Python: one fresh temp directory per run, an empty
 //! environment, no stdin, capped output, `setrlimit` limits, its own session and process
-//! group (killed whole on time-out), its own unprivileged uid when the parent is root, and,
-//! when bubblewrap works here, a `bwrap` jail (read-only `/`, no network, own pid namespace,
-//! dies with its parent) whose only writable place is its working directory `/tmp`, a private
-//! tmpfs of [`SandboxConfig::tmpfs_mb`]; the run's files are bound read-only at `/tmp/src`.
+//! group (killed whole on time-out), its own unprivileged uid when the parent is root, and a
+//! jail: drift's own namespace jail (`jail.rs`: user, mount, network, PID, IPC namespaces, a
+//! read-only root of system directories, one size-capped writable `/tmp`) when the kernel
+//! allows it, else a `bwrap` jail (read-only `/`, no network, own pid namespace, dies with its
+//! parent) whose only writable place is its working directory `/tmp`, a private tmpfs of
+//! [`SandboxConfig::tmpfs_mb`]; the run's files are bound read-only at `/tmp/src` in both.
 //!
-//! [`Sandbox::new`] probes once which of these are available (`bwrap --ro-bind / / true`, and
-//! a trial run of the interpreter under the dropped uid) and reports the active mode in
-//! [`Sandbox::mode`]; a missing or broken bwrap falls back to the limits alone with a single
-//! warning on stderr per process.
+//! [`Sandbox::new`] probes once which of these are available (a trial run of the interpreter
+//! in each) and reports the active mode in [`Sandbox::mode`]; with no jail at all it refuses,
+//! unless the config asks for resource limits only (`mode = "limits"`).
 //!
 //! Shared by every reward that runs a program (the code world's [`crate::worlds::code`], a
 //! user's own code tasks): [`limits`] sets the resource limits, [`supervise`] waits, caps the
@@ -38,7 +39,7 @@ pub use supervise::{RunOutput, RunStatus};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum SandboxMode {
-    /// bwrap when its probe succeeds, else the namespace jail, else an error from
+    /// drift's namespace jail when the kernel allows it, else bwrap, else an error from
     /// [`Sandbox::new`] (the default): code never runs unjailed unless `limits` is asked for.
     Auto,
     /// bwrap, or an error from [`Sandbox::new`] when it does not work here.
@@ -193,7 +194,11 @@ impl Sandbox {
             // RLIMIT_NPROC counts all of this user's processes: leave room for those running.
             sb.limits.processes += limits::processes_of_current_user();
         }
-        if matches!(cfg.mode, SandboxMode::Auto | SandboxMode::Bwrap) {
+        if matches!(cfg.mode, SandboxMode::Auto | SandboxMode::Namespaces) {
+            sb.mode.namespaces = true;
+            sb.mode.namespaces = sb.probe();
+        }
+        if !sb.mode.namespaces && matches!(cfg.mode, SandboxMode::Auto | SandboxMode::Bwrap) {
             // Try bwrap with a sized /tmp, then without (old bwrap), then give up on it.
             sb.mode.bwrap = true;
             sb.mode.sized_tmpfs = true;
@@ -202,36 +207,33 @@ impl Sandbox {
             }
             if !sb.mode.sized_tmpfs && !sb.probe() {
                 sb.mode.bwrap = false;
-                if cfg.mode == SandboxMode::Bwrap {
-                    return Err(RewardError::Invalid {
-                        what: "sandbox mode `bwrap`".into(),
-                        expected: "a working `bwrap` (probe `bwrap --ro-bind / / true` failed)"
-                            .into(),
-                    });
-                }
             }
         }
-        if !sb.mode.bwrap && matches!(cfg.mode, SandboxMode::Auto | SandboxMode::Namespaces) {
-            sb.mode.namespaces = true;
-            if !sb.probe() {
-                sb.mode.namespaces = false;
-                return Err(RewardError::Invalid {
-                    what: format!("sandbox mode `{}`", serde_name(cfg.mode)),
-                    expected: "a jail for model-written code: a working `bwrap`, or user, mount, \
-                               network and PID namespaces for drift's own jail (both failed \
-                               here); set the sandbox's `mode = \"limits\"` to run code under \
-                               resource limits only, with no filesystem or network jail"
-                        .into(),
-                });
-            }
-            if cfg.mode == SandboxMode::Auto {
-                JAIL_NOTICE.call_once(|| {
-                    eprintln!(
-                        "drift-rewards: bubblewrap (`bwrap`) is missing or does not work here; \
-                         code runs in drift's namespace jail"
-                    )
-                });
-            }
+        if cfg.mode != SandboxMode::Limits && !sb.mode.namespaces && !sb.mode.bwrap {
+            let tried = match cfg.mode {
+                SandboxMode::Bwrap => "a working `bwrap` (probe `bwrap --ro-bind / / true` failed)",
+                SandboxMode::Namespaces => {
+                    "user, mount, network and PID namespaces for drift's jail (the probe failed)"
+                }
+                _ => {
+                    "a jail for model-written code: user, mount, network and PID namespaces for \
+                     drift's own jail, or a working `bwrap` (both failed here); set the \
+                     sandbox's `mode = \"limits\"` to run code under resource limits only, with \
+                     no filesystem or network jail"
+                }
+            };
+            return Err(RewardError::Invalid {
+                what: format!("sandbox mode `{}`", serde_name(cfg.mode)),
+                expected: tried.into(),
+            });
+        }
+        if cfg.mode == SandboxMode::Auto && sb.mode.bwrap {
+            JAIL_NOTICE.call_once(|| {
+                eprintln!(
+                    "drift-rewards: user namespaces are not available here; code runs in \
+                     bubblewrap, whose /dev/shm has no size cap"
+                )
+            });
         }
         Ok(sb)
     }
