@@ -21,13 +21,16 @@ fn sandboxes() -> Vec<Arc<Sandbox>> {
         max_output_bytes: 65_536,
         ..SandboxConfig::default()
     };
-    let mut out = vec![Arc::new(Sandbox::new(&cfg(SandboxMode::Limits)).unwrap())];
+    // The jails first: limits-only runs sharing an ordinary user's uid can leave a fork
+    // bomb's last children to be reaped after the run, which the next start would wait for.
+    let mut out = Vec::new();
     for mode in [SandboxMode::Namespaces, SandboxMode::Bwrap] {
         match Sandbox::new(&cfg(mode)) {
             Ok(sb) => out.push(Arc::new(sb)),
             Err(e) => println!("{mode:?} is not usable here ({e}): not tested"),
         }
     }
+    out.push(Arc::new(Sandbox::new(&cfg(SandboxMode::Limits)).unwrap()));
     out
 }
 
@@ -259,21 +262,19 @@ fn missing_bwrap_falls_back_to_the_namespace_jail_or_errors_when_required() {
     assert!(Sandbox::new(&strict).unwrap_err().to_string().contains("bwrap"));
 }
 
-/// The namespace jail, when the kernel allows it here.
-fn namespace_jail(drop_privileges: bool) -> Option<Arc<Sandbox>> {
-    let cfg = SandboxConfig {
-        mode: SandboxMode::Namespaces,
-        timeout_s: 1.5,
-        drop_privileges,
-        ..SandboxConfig::default()
-    };
-    match Sandbox::new(&cfg) {
-        Ok(sb) => Some(Arc::new(sb)),
-        Err(e) => {
-            println!("the namespace jail is not usable here ({e}): not tested");
-            None
+/// The jails usable here (drift's namespace jail, bwrap), as the trainer's own uid
+/// (`drop_privileges = false`, as an ordinary user runs it) or with a per-run uid.
+fn jails(drop_privileges: bool) -> Vec<Arc<Sandbox>> {
+    let mut out = Vec::new();
+    for mode in [SandboxMode::Namespaces, SandboxMode::Bwrap] {
+        let cfg =
+            SandboxConfig { mode, timeout_s: 1.5, drop_privileges, ..SandboxConfig::default() };
+        match Sandbox::new(&cfg) {
+            Ok(sb) => out.push(Arc::new(sb)),
+            Err(e) => println!("{mode:?} is not usable here ({e}): not tested"),
         }
     }
+    out
 }
 
 /// Runs `code` as a test that passes only when its assertions hold inside the sandbox.
@@ -285,9 +286,11 @@ fn holds_inside(sb: &Arc<Sandbox>, code: &str) -> (f64, String) {
 #[test]
 fn the_jail_has_its_own_pid_namespace_and_proc() {
     // Under the trainer's own uid (as an ordinary user would run it) and under a per-run uid.
-    for sb in [namespace_jail(false), namespace_jail(true)].into_iter().flatten() {
-        let code = "import os\nassert os.getpid() == 1, os.getpid()\nassert os.getppid() == 0\n\
-                    assert [p for p in os.listdir('/proc') if p.isdigit()] == ['1'], os.listdir('/proc')";
+    for sb in jails(false).into_iter().chain(jails(true)) {
+        // PID 1 is the program (drift's jail) or bwrap's init with the program as PID 2; the
+        // trainer is invisible.
+        let code = "import os\nassert os.getpid() <= 2 and os.getppid() <= 1, (os.getpid(), os.getppid())\n\
+                    pids = [p for p in os.listdir('/proc') if p.isdigit()]\nassert len(pids) <= 2, pids";
         let (exec, d) = holds_inside(&sb, code);
         assert_eq!(exec, 1.0, "mode {}: {d}", sb.mode());
     }
@@ -299,7 +302,7 @@ fn the_jail_hides_the_trainers_environment_files_and_home() {
     std::fs::write(&secret, "hunter2").unwrap();
     std::fs::set_permissions(&secret, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
     let here = std::env::current_dir().unwrap();
-    for sb in [namespace_jail(false), namespace_jail(true)].into_iter().flatten() {
+    for sb in jails(false).into_iter().chain(jails(true)) {
         for path in [
             format!("/proc/{}/environ", std::process::id()),
             secret.display().to_string(),
@@ -322,9 +325,12 @@ fn the_jail_hides_the_trainers_environment_files_and_home() {
 fn the_jails_writable_places_share_one_size_cap() {
     // 40 MiB into each of /dev/shm, /var/tmp and /tmp: 120 MiB against the 64 MiB cap.
     let code = "for d in ['/dev/shm', '/var/tmp', '/tmp']:\n    with open(d + '/fill.bin', 'wb') as f:\n        f.write(b'\\0' * (40 << 20))";
-    for sb in [namespace_jail(false)].into_iter().flatten() {
+    for sb in jails(false) {
         let (exec, d) = holds_inside(&sb, &format!("{code}\n"));
         assert_eq!(exec, 0.0, "mode {}: wrote 120 MiB past a 64 MiB cap: {d}", sb.mode());
+        if !sb.mode().namespaces {
+            continue; // bwrap's /dev/shm is its own capped tmpfs
+        }
         let (exec, d) = holds_inside(
             &sb,
             "open('/dev/shm/a', 'w').write('x')\nassert open('/tmp/a').read() == 'x'",
@@ -336,7 +342,7 @@ fn the_jails_writable_places_share_one_size_cap() {
 #[test]
 fn a_survivor_and_kill_minus_one_die_with_the_jail() {
     // The trainer's own uid: only the jail protects it.
-    for sb in [namespace_jail(false)].into_iter().flatten() {
+    for sb in jails(false) {
         // A grandchild in its own session outlives the program: it dies with the namespace.
         let marker = format!("drift-survivor-{}", std::process::id());
         let code = format!(
@@ -355,6 +361,38 @@ fn a_survivor_and_kill_minus_one_die_with_the_jail() {
             let code = format!("import os, signal\n{kill}");
             let (_, took, d) = score(&sb, "", &code);
             assert!(took < Duration::from_secs(4), "mode {}: {kill} took {took:?}: {d}", sb.mode());
+        }
+    }
+}
+
+#[test]
+fn sleeping_past_the_wall_limit_is_killed() {
+    assert_fails_fast("import time\ntime.sleep(60)", Duration::from_secs(4));
+}
+
+#[test]
+fn many_spinning_threads_are_bounded() {
+    let code = "import threading\ndef spin():\n    while True:\n        pass\n\
+                for _ in range(64):\n    threading.Thread(target=spin, daemon=True).start()\n\
+                spin()";
+    assert_fails_fast(code, Duration::from_secs(4));
+}
+
+#[test]
+fn files_in_the_hosts_shared_temp_places_do_not_outlive_a_jailed_run() {
+    let tag = format!("drift-leak-{}", std::process::id());
+    let places = ["/tmp", "/var/tmp", "/dev/shm"];
+    for sb in jails(false) {
+        let code = format!(
+            "for d in {places:?}:\n    open(d + '/{tag}', 'w').write('x' * 1000)\nassert open('/tmp/{tag}').read()"
+        );
+        let (exec, d) = holds_inside(&sb, &code);
+        assert_eq!(exec, 1.0, "mode {}: the run could not write its scratch files: {d}", sb.mode());
+        for place in places {
+            let host = std::path::Path::new(place).join(&tag);
+            let landed = host.exists();
+            let _ = std::fs::remove_file(&host);
+            assert!(!landed, "mode {}: {} outlived the run", sb.mode(), host.display());
         }
     }
 }

@@ -33,12 +33,52 @@ const INNER_ID: u32 = 1000;
 
 /// Top-level system paths bound read-only into the jail when the host has them (a symbolic
 /// link, as `/bin → usr/bin` on merged-usr systems, is recreated as the same link).
-const SYSTEM_PATHS: [&str; 8] =
+pub(crate) const SYSTEM_PATHS: [&str; 8] =
     ["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc"];
 
 /// Device nodes bound into the jail's `/dev`.
 const DEVICES: [&str; 6] =
     ["/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty"];
+
+/// A piece of the host that a jail shows, read-only.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum HostPath {
+    /// A symbolic link recreated as the same link (`/bin → usr/bin` on merged-usr systems).
+    Symlink {
+        /// The link's path.
+        path: PathBuf,
+        /// What it points to.
+        target: PathBuf,
+    },
+    /// A directory bound read-only at the same path.
+    Dir(PathBuf),
+}
+
+/// What of the host a jail shows: the [`SYSTEM_PATHS`] the host has, and the interpreter's
+/// installation `prefix` when it lies outside them (pyenv under a home directory, a conda
+/// prefix). Nothing else of the host is visible: no home directory, project folder or temp
+/// files. Shared by drift's namespace jail and the bwrap command line.
+pub(crate) fn host_paths(prefix: &Path) -> io::Result<Vec<HostPath>> {
+    let mut out = Vec::new();
+    let mut bound: Vec<PathBuf> = Vec::new();
+    for sys in SYSTEM_PATHS.iter().map(Path::new) {
+        let Ok(meta) = std::fs::symlink_metadata(sys) else { continue };
+        if meta.file_type().is_symlink() {
+            out.push(HostPath::Symlink {
+                path: sys.to_path_buf(),
+                target: std::fs::read_link(sys)?,
+            });
+        } else if meta.is_dir() {
+            out.push(HostPath::Dir(sys.to_path_buf()));
+            bound.push(std::fs::canonicalize(sys).unwrap_or_else(|_| sys.to_path_buf()));
+        }
+    }
+    let prefix = std::fs::canonicalize(prefix).unwrap_or_else(|_| prefix.to_path_buf());
+    if prefix.is_absolute() && !bound.iter().any(|b| prefix.starts_with(b)) {
+        out.push(HostPath::Dir(prefix));
+    }
+    Ok(out)
+}
 
 /// One step of building the new root, with every path already a C string.
 #[derive(Debug, Clone)]
@@ -85,38 +125,25 @@ impl Jail {
     /// `tmpfs_bytes` caps everything the run writes.
     pub fn new(src: &Path, root: &Path, prefix: &Path, tmpfs_bytes: u64) -> io::Result<Self> {
         let mut steps = Vec::new();
-        let mut bound: Vec<PathBuf> = Vec::new();
-        for sys in SYSTEM_PATHS.iter().map(Path::new) {
-            let Ok(meta) = std::fs::symlink_metadata(sys) else { continue };
-            let dst = under(root, sys);
-            if meta.file_type().is_symlink() {
-                let target = std::fs::read_link(sys)?;
-                steps.push(Step::Symlink(
+        for host in host_paths(prefix)? {
+            match host {
+                HostPath::Symlink { path, target } => steps.push(Step::Symlink(
                     c(target.as_os_str().as_bytes())?,
-                    c(dst.as_os_str().as_bytes())?,
-                ));
-            } else if meta.is_dir() {
-                steps.push(Step::Mkdir(c(dst.as_os_str().as_bytes())?, 0o755));
-                steps.push(Step::BindReadOnly(
-                    c(sys.as_os_str().as_bytes())?,
-                    c(dst.as_os_str().as_bytes())?,
-                ));
-                bound.push(std::fs::canonicalize(sys).unwrap_or_else(|_| sys.to_path_buf()));
+                    c(under(root, &path).as_os_str().as_bytes())?,
+                )),
+                HostPath::Dir(path) => {
+                    let mut dir = PathBuf::from("/");
+                    for part in path.components().skip(1) {
+                        dir.push(part);
+                        steps
+                            .push(Step::Mkdir(c(under(root, &dir).as_os_str().as_bytes())?, 0o755));
+                    }
+                    steps.push(Step::BindReadOnly(
+                        c(path.as_os_str().as_bytes())?,
+                        c(under(root, &path).as_os_str().as_bytes())?,
+                    ));
+                }
             }
-        }
-        // The interpreter's own installation, when it lies outside the bound system paths
-        // (pyenv under a home directory, a venv's base, a conda prefix).
-        let prefix = std::fs::canonicalize(prefix).unwrap_or_else(|_| prefix.to_path_buf());
-        if prefix.is_absolute() && !bound.iter().any(|b| prefix.starts_with(b)) {
-            let mut dir = PathBuf::from("/");
-            for part in prefix.components().skip(1) {
-                dir.push(part);
-                steps.push(Step::Mkdir(c(under(root, &dir).as_os_str().as_bytes())?, 0o755));
-            }
-            steps.push(Step::BindReadOnly(
-                c(prefix.as_os_str().as_bytes())?,
-                c(under(root, &prefix).as_os_str().as_bytes())?,
-            ));
         }
         let dev = root.join("dev");
         steps.push(Step::Mkdir(c(dev.as_os_str().as_bytes())?, 0o755));

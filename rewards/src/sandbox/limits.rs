@@ -76,21 +76,25 @@ unsafe fn set(resource: libc::__rlimit_resource_t, value: u64) -> io::Result<()>
     Ok(())
 }
 
-/// The number of processes whose real uid is this process's (from `/proc`): what
-/// `RLIMIT_NPROC` already counts when runs share the parent's uid.
+/// The number of tasks (threads included: `RLIMIT_NPROC` counts threads) whose real uid is
+/// this process's, from `/proc`: what `RLIMIT_NPROC` already counts when runs share the
+/// parent's uid.
 pub fn processes_of_current_user() -> u64 {
     // SAFETY: getuid has no preconditions.
     let me = unsafe { libc::getuid() }.to_string();
     let Ok(dir) = std::fs::read_dir("/proc") else { return 0 };
+    let field = |status: &str, key: &str| {
+        status
+            .lines()
+            .find(|l| l.starts_with(key))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .map(str::to_string)
+    };
     dir.flatten()
         .filter_map(|e| std::fs::read_to_string(e.path().join("status")).ok())
-        .filter(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .is_some_and(|u| u == me)
-        })
-        .count() as u64
+        .filter(|s| field(s, "Uid:").is_some_and(|u| u == me))
+        .map(|s| field(&s, "Threads:").and_then(|t| t.parse::<u64>().ok()).unwrap_or(1))
+        .sum()
 }
 
 /// Sends SIGKILL to the process group `pgid` (the run's session leader's pid).
@@ -100,6 +104,24 @@ pub fn kill_group(pgid: u32) {
         libc::kill(-(pgid as libc::pid_t), libc::SIGKILL);
     }
 }
+
+/// [`kill_group`], then again every 5 ms for up to `SWEEP_FOR` while the group still has
+/// members: a process forked while the first signal was delivered (a fork bomb's newest
+/// child) gets the next one. For runs with neither a jail nor their own uid, where nothing
+/// else would catch it.
+pub fn sweep_group(pgid: u32) {
+    let start = std::time::Instant::now();
+    // SAFETY: kill has no memory-safety preconditions; an empty group yields ESRCH.
+    while unsafe { libc::kill(-(pgid as libc::pid_t), libc::SIGKILL) } == 0
+        && start.elapsed() < SWEEP_FOR
+    {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
+/// How long [`sweep_group`] keeps signalling a group that still has members (zombies awaiting
+/// their reaper count as members).
+const SWEEP_FOR: std::time::Duration = std::time::Duration::from_millis(200);
 
 /// Kills every process owned by `uid` (a run's own uid), including any that escaped its
 /// process group with `setsid`: a forked helper takes that uid and calls `kill(-1, SIGKILL)`,

@@ -148,6 +148,13 @@ pub struct Sandbox {
     mode: ActiveMode,
 }
 
+/// Tasks of the trainer's uid that may start after [`Sandbox::new`] counted them (thread
+/// pools created later), added to `RLIMIT_NPROC` when runs share the trainer's uid.
+const SHARED_UID_MARGIN: u64 = 64;
+
+/// Retries of a start that failed with EAGAIN (the shared uid's process limit), 50 ms apart.
+const SPAWN_RETRIES: u32 = 20;
+
 /// The working directory of runs under bwrap (a private tmpfs).
 const JAIL_DIR: &str = "/tmp";
 /// Where the run's files are bound, read-only, under bwrap.
@@ -191,8 +198,9 @@ impl Sandbox {
         remove_stale_dirs();
         sb.mode.own_uid = cfg.drop_privileges && limits::is_root() && sb.probe();
         if !sb.mode.own_uid {
-            // RLIMIT_NPROC counts all of this user's processes: leave room for those running.
-            sb.limits.processes += limits::processes_of_current_user();
+            // RLIMIT_NPROC counts all of this user's tasks, threads included: leave room for
+            // those running now and for threads the trainer starts later.
+            sb.limits.processes += limits::processes_of_current_user() + SHARED_UID_MARGIN;
         }
         if matches!(cfg.mode, SandboxMode::Auto | SandboxMode::Namespaces) {
             sb.mode.namespaces = true;
@@ -305,9 +313,21 @@ impl Sandbox {
                 }
             });
         }
-        let child =
-            cmd.spawn().map_err(|e| sandbox_err(format!("spawn {:?}", cmd.get_program()), e))?;
-        supervise::supervise(child, self.timeout, self.cap, uid)
+        // Runs that share the trainer's uid share its process limit: right after a fork bomb,
+        // while the kernel reaps it, a start can fail with EAGAIN. Retry for up to a second.
+        let mut tries = 0;
+        let child = loop {
+            match cmd.spawn() {
+                Ok(child) => break child,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock && tries < SPAWN_RETRIES => {
+                    tries += 1;
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                Err(e) => return Err(sandbox_err(format!("spawn {:?}", cmd.get_program()), e)),
+            }
+        };
+        let sweep_group = uid.is_none() && !jailed;
+        supervise::supervise(child, self.timeout, self.cap, uid, sweep_group)
             .map_err(|e| sandbox_err("supervise the run".into(), e))
     }
 
@@ -323,12 +343,25 @@ impl Sandbox {
             cmd.args(["-I", "-S", "-B", script]).current_dir(dir);
             return cmd;
         }
+        // The same view of the host as drift's jail: system directories only, read-only.
         let mut cmd = Command::new(&self.bwrap);
-        cmd.args(["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]);
-        if self.mode.sized_tmpfs {
-            cmd.arg("--size").arg(self.tmpfs_bytes.to_string());
+        for host in jail::host_paths(&self.prefix).unwrap_or_default() {
+            match host {
+                jail::HostPath::Symlink { path, target } => {
+                    cmd.arg("--symlink").arg(target).arg(path)
+                }
+                jail::HostPath::Dir(path) => cmd.arg("--ro-bind").arg(&path).arg(&path),
+            };
         }
-        cmd.args(["--tmpfs", JAIL_DIR, "--ro-bind"])
+        cmd.args(["--dev", "/dev", "--proc", "/proc"]);
+        // Each private tmpfs (/tmp, /dev/shm) is capped; /var/tmp is /tmp.
+        for place in [JAIL_DIR, "/dev/shm"] {
+            if self.mode.sized_tmpfs {
+                cmd.arg("--size").arg(self.tmpfs_bytes.to_string());
+            }
+            cmd.args(["--tmpfs", place]);
+        }
+        cmd.args(["--dir", "/var", "--symlink", "/tmp", "/var/tmp", "--ro-bind"])
             .arg(dir)
             .args([JAIL_SRC, "--chdir", JAIL_DIR])
             .args(["--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts"])
@@ -342,15 +375,10 @@ impl Sandbox {
     /// A trial run in the current mode: true when `pass` runs and exits 0.
     fn probe(&self) -> bool {
         let probe = Self { timeout: Duration::from_secs(10), ..self.clone() };
-        let r = probe.run_python(&[("probe.py", "pass\n")], "probe.py");
-        if std::env::var_os("DRIFT_DEBUG_PROBE").is_some() {
-            eprintln!(
-                "probe {}: {:?}",
-                self.mode,
-                r.as_ref().map(|o| (o.status, String::from_utf8_lossy(&o.stderr).to_string()))
-            );
-        }
-        matches!(r, Ok(RunOutput { status: RunStatus::Exit(0), .. }))
+        matches!(
+            probe.run_python(&[("probe.py", "pass\n")], "probe.py"),
+            Ok(RunOutput { status: RunStatus::Exit(0), .. })
+        )
     }
 }
 

@@ -57,6 +57,7 @@ pub fn supervise(
     timeout: Duration,
     cap: usize,
     uid: Option<u32>,
+    sweep_group: bool,
 ) -> io::Result<RunOutput> {
     let start = Instant::now();
     let deadline = start + timeout;
@@ -81,21 +82,21 @@ pub fn supervise(
     }
     let status = match verdict {
         Some(v) => {
-            kill(pid, uid);
+            kill(pid, uid, sweep_group);
             child.wait()?;
             v
         }
         None => match wait_until(&mut child, deadline)? {
             Some(st) => from_exit(st),
             None => {
-                kill(pid, uid);
+                kill(pid, uid, sweep_group);
                 child.wait()?;
                 RunStatus::Timeout
             }
         },
     };
     // Whatever the run left behind (background children, daemons) dies with it.
-    kill(pid, uid);
+    kill(pid, uid, sweep_group);
     let [out, err] = pipes.map(|p| p.map(|p| p.buf).unwrap_or_default());
     let (mut stdout, mut stderr) = (out, err);
     stdout.truncate(cap);
@@ -103,8 +104,12 @@ pub fn supervise(
     Ok(RunOutput { status, stdout, stderr, elapsed: start.elapsed(), uid })
 }
 
-fn kill(pid: u32, uid: Option<u32>) {
-    limits::kill_group(pid);
+fn kill(pid: u32, uid: Option<u32>, sweep_group: bool) {
+    if sweep_group {
+        limits::sweep_group(pid);
+    } else {
+        limits::kill_group(pid);
+    }
     if let Some(uid) = uid {
         limits::kill_uid(uid);
     }
