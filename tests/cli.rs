@@ -79,6 +79,11 @@ fn usage_errors_exit_2_and_name_the_problem() {
         drift(&["sample", "dllm", "--model", dllm, "--prompt", "x", "--rule", "best"]);
     assert_eq!(code, 2, "{text}");
     assert!(text.contains("--rule \"best\""), "{text}");
+    // Decoding values are checked before the model runs (a NaN temperature used to exit 1).
+    let (code, text) =
+        drift(&["sample", "dllm", "--model", dllm, "--prompt", "x", "--temperature", "nan"]);
+    assert_eq!(code, 2, "{text}");
+    assert!(text.contains("temperature") && text.contains("NaN"), "{text}");
     let (code, text) = drift(&["plot", "/no/such/metrics.jsonl"]);
     assert_eq!(code, 2, "{text}");
     assert!(text.contains("/no/such/metrics.jsonl"), "{text}");

@@ -396,3 +396,21 @@ fn files_in_the_hosts_shared_temp_places_do_not_outlive_a_jailed_run() {
         }
     }
 }
+
+#[test]
+fn run_folders_of_a_killed_trainer_are_removed_by_the_next_one() {
+    // A process that has exited stands for a trainer killed mid-run.
+    let mut gone = std::process::Command::new("true").spawn().unwrap();
+    let pid = gone.id();
+    gone.wait().unwrap();
+    let stale = std::env::temp_dir().join(format!("drift-sandbox-{pid}-0-0"));
+    std::fs::create_dir_all(stale.join("sub")).unwrap();
+    std::fs::write(stale.join("sub/main.py"), "print(1)").unwrap();
+    let live = std::env::temp_dir().join(format!("drift-sandbox-{}-999999-0", std::process::id()));
+    std::fs::create_dir_all(&live).unwrap();
+    let _ = Sandbox::new(&SandboxConfig { mode: SandboxMode::Limits, ..SandboxConfig::default() })
+        .unwrap();
+    assert!(!stale.exists(), "{} survived", stale.display());
+    assert!(live.exists(), "a live trainer's folder was removed");
+    std::fs::remove_dir_all(&live).unwrap();
+}

@@ -94,6 +94,9 @@ pub fn dllm(model_dir: &Path, prompts: &[String], s: &DllmSampling, dev: &Device
         position: s.rule,
         ..DecodeConfig::default()
     };
+    // Every decoding value (temperature, steps, block length) is checked before the model runs.
+    let mc = model.config();
+    cfg.validate(mc.logit_width(), mc.mask_id()).map_err(|e| usage(e.to_string()))?;
     let batch = DecodeBatch {
         prompts: &ids,
         group_size: s.n,

@@ -12,7 +12,8 @@
 //!    does (`PR_SET_PDEATHSIG`);
 //! 3. builds a new root on a small tmpfs: the system directories (`/usr`, `/bin`, `/lib*`,
 //!    `/etc`, and the interpreter's prefix when it lies elsewhere) bound read-only, six device
-//!    nodes, a fresh `/proc` of the new PID namespace, the run's files read-only at `/tmp/src`,
+//!    nodes, a fresh `/proc` of the new PID namespace, the run's files (written there by the
+//!    child: nothing of a run is on the host's disk) read-only at `/tmp/src`,
 //!    and a writable `/tmp` tmpfs of `tmpfs_bytes` that `/var/tmp` and `/dev/shm` point into —
 //!    so every write of the run shares one size cap, and no home directory, project folder or
 //!    user file of the host is visible;
@@ -27,6 +28,10 @@ use std::ffi::{CStr, CString};
 use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+
+/// Where the child mounts the jail's new root, in its private mount namespace (the host's
+/// `/tmp` is untouched; the child no longer sees it).
+pub(crate) const ROOT_MOUNT: &str = "/tmp";
 
 /// The uid and gid the program has inside the jail.
 const INNER_ID: u32 = 1000;
@@ -93,12 +98,14 @@ enum Step {
     BindDevice(CString, CString),
     /// Mount a tmpfs on `dst` with `options` (`size=…,mode=…`).
     Tmpfs(CString, CString),
+    /// Create the file `path` (mode 0644) holding `data`.
+    WriteFile(CString, Vec<u8>),
 }
 
 /// A prepared jail for one run.
 #[derive(Debug, Clone)]
 pub struct Jail {
-    /// Where the new root is mounted (an empty directory inside the run's host folder).
+    /// Where the new root is mounted ([`ROOT_MOUNT`]).
     root: CString,
     /// The new root's tmpfs options.
     root_options: CString,
@@ -119,11 +126,14 @@ fn under(root: &Path, path: &Path) -> PathBuf {
 }
 
 impl Jail {
-    /// Prepares the jail of a run whose files are in `src` (bound read-only at `/tmp/src`),
-    /// building its root on the empty directory `root`; `prefix` is the interpreter's
-    /// installation (`sys.base_prefix`), bound too when it lies outside the system paths;
-    /// `tmpfs_bytes` caps everything the run writes.
-    pub fn new(src: &Path, root: &Path, prefix: &Path, tmpfs_bytes: u64) -> io::Result<Self> {
+    /// Prepares the jail of a run of `files` (`(name, contents)`, written by the child into the
+    /// jail's `/tmp/src` and made read-only there, so a run leaves nothing on the host even
+    /// when the trainer is killed); `prefix` is the interpreter's installation
+    /// (`sys.base_prefix`), bound too when it lies outside the system paths; `tmpfs_bytes` caps
+    /// everything the run writes. The new root is built on [`ROOT_MOUNT`] of the child's
+    /// private mount namespace.
+    pub fn new(files: &[(&str, &str)], prefix: &Path, tmpfs_bytes: u64) -> io::Result<Self> {
+        let root = Path::new(ROOT_MOUNT);
         let mut steps = Vec::new();
         for host in host_paths(prefix)? {
             match host {
@@ -165,11 +175,20 @@ impl Jail {
         steps.push(Step::Symlink(c("/tmp")?, c(root.join("var/tmp").as_os_str().as_bytes())?));
         steps.push(Step::Symlink(c("/tmp")?, c(root.join("dev/shm").as_os_str().as_bytes())?));
         let jail_src = tmp.join("src");
-        steps.push(Step::Mkdir(c(jail_src.as_os_str().as_bytes())?, 0o755));
-        steps.push(Step::BindReadOnly(
-            c(src.as_os_str().as_bytes())?,
-            c(jail_src.as_os_str().as_bytes())?,
-        ));
+        let src = c(jail_src.as_os_str().as_bytes())?;
+        steps.push(Step::Mkdir(src.clone(), 0o755));
+        for (name, text) in files {
+            if name.contains('/') || name.is_empty() || *name == "." || *name == ".." {
+                return Err(io::Error::other(format!(
+                    "a run's file name {name:?} is not a plain name"
+                )));
+            }
+            steps.push(Step::WriteFile(
+                c(jail_src.join(name).as_os_str().as_bytes())?,
+                text.as_bytes().to_vec(),
+            ));
+        }
+        steps.push(Step::BindReadOnly(src.clone(), src));
         Ok(Self {
             root: c(root.as_os_str().as_bytes())?,
             root_options: c("size=1048576,mode=0755")?,
@@ -317,6 +336,25 @@ unsafe fn run_step(step: &Step) -> io::Result<()> {
             check(fd)?;
             libc::close(fd);
             check(libc::mount(src.as_ptr(), dst.as_ptr(), none, libc::MS_BIND, none.cast()))?;
+        }
+        Step::WriteFile(path, data) => {
+            let fd = libc::open(
+                path.as_ptr(),
+                libc::O_CREAT | libc::O_WRONLY | libc::O_TRUNC | libc::O_CLOEXEC,
+                0o644,
+            );
+            check(fd)?;
+            let mut rest: &[u8] = data;
+            while !rest.is_empty() {
+                let w = libc::write(fd, rest.as_ptr().cast(), rest.len());
+                if w <= 0 {
+                    let e = io::Error::last_os_error();
+                    libc::close(fd);
+                    return Err(e);
+                }
+                rest = &rest[w as usize..];
+            }
+            libc::close(fd);
         }
         Step::Tmpfs(dst, options) => check(libc::mount(
             c"tmpfs".as_ptr(),

@@ -257,48 +257,43 @@ impl Sandbox {
     }
 
     /// Runs `python -I -S -B <script>` under every limit, with `files` (`(name, contents)`;
-    /// `script` must be one of them) in a fresh directory removed afterwards. Without bwrap
-    /// that directory is the working directory; under bwrap it is bound read-only at
-    /// `/tmp/src` and the working directory is the private `/tmp`. A script finds its
-    /// companions next to itself (`os.path.dirname(__file__)`) in both cases.
+    /// `script` must be one of them). Under a jail they are read-only at `/tmp/src` and the
+    /// working directory is the jail's private `/tmp` (drift's jail writes them there itself;
+    /// bwrap binds them from a fresh host folder removed afterwards); with limits only, that
+    /// host folder is the working directory. A script finds its companions next to itself
+    /// (`os.path.dirname(__file__)`) in every mode.
     pub fn run_python(
         &self,
         files: &[(&str, &str)],
         script: &str,
     ) -> Result<RunOutput, RewardError> {
-        let dir = TempDir::create()?;
         let uid = self.mode.own_uid.then(limits::fresh_uid);
-        for (name, text) in files {
-            let path = dir.0.join(name);
-            fs::write(&path, text)
-                .map_err(|e| sandbox_err(format!("write {}", path.display()), e))?;
-        }
-        let jail = if self.mode.namespaces {
-            let root = dir.0.join(".root");
-            fs::create_dir(&root)
-                .map_err(|e| sandbox_err(format!("create {}", root.display()), e))?;
-            if let Some(uid) = uid {
-                chown(&root, uid)?;
-            }
-            let jail = Jail::new(&dir.0, &root, &self.prefix, self.tmpfs_bytes)
+        // The namespace jail writes the files itself, inside the jail; the other modes get a
+        // host folder, removed when the run ends (and, if the trainer is killed, by the next
+        // trainer's Sandbox::new).
+        let (dir, jail) = if self.mode.namespaces {
+            let jail = Jail::new(files, &self.prefix, self.tmpfs_bytes)
                 .map_err(|e| sandbox_err("prepare the namespace jail".into(), e))?;
-            if std::env::var_os("DRIFT_DEBUG_PROBE").is_some() {
-                eprintln!("{jail:#?}");
-            }
-            Some(jail)
+            (None, Some(jail))
         } else {
-            None
+            let dir = TempDir::create()?;
+            for (name, text) in files {
+                let path = dir.0.join(name);
+                fs::write(&path, text)
+                    .map_err(|e| sandbox_err(format!("write {}", path.display()), e))?;
+            }
+            if let Some(uid) = uid {
+                chown(&dir.0, uid)?;
+            }
+            (Some(dir), None)
         };
-        if let Some(uid) = uid {
-            chown(&dir.0, uid)?;
-        }
-        let mut cmd = self.command(&dir.0, script);
+        let mut cmd = self.command(dir.as_ref().map(|d| d.0.as_path()), script);
         let lim = self.limits;
         let jailed = self.mode.bwrap || self.mode.namespaces;
         cmd.env_clear()
             .env("PATH", "/usr/local/bin:/usr/bin:/bin")
             .env("LANG", "C.UTF-8")
-            .env("HOME", if jailed { Path::new(JAIL_DIR) } else { &dir.0 })
+            .env("HOME", dir.as_ref().filter(|_| !jailed).map_or(Path::new(JAIL_DIR), |d| &d.0))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
@@ -331,13 +326,14 @@ impl Sandbox {
             .map_err(|e| sandbox_err("supervise the run".into(), e))
     }
 
-    fn command(&self, dir: &Path, script: &str) -> Command {
-        if self.mode.namespaces {
+    /// The command of a run: `dir` is the run's host folder (none under the namespace jail).
+    fn command(&self, dir: Option<&Path>, script: &str) -> Command {
+        let Some(dir) = dir.filter(|_| !self.mode.namespaces) else {
             // Jail::enter changes into the jail's /tmp, where the run's files are at src/.
             let mut cmd = Command::new(&self.python);
             cmd.args(["-I", "-S", "-B"]).arg(format!("{JAIL_SRC}/{script}"));
             return cmd;
-        }
+        };
         if !self.mode.bwrap {
             let mut cmd = Command::new(&self.python);
             cmd.args(["-I", "-S", "-B", script]).current_dir(dir);
