@@ -341,6 +341,11 @@ enum EvalCmd {
         /// {"prompt": …, "tests": [...]} per line (every line is scored, up to --n).
         #[arg(long)]
         data: Option<PathBuf>,
+        /// Where the tests run: `auto` (drift's namespace jail, else bubblewrap, else refused),
+        /// `namespaces`, `bwrap`, or `limits` (resource limits only: no filesystem or network
+        /// jail).
+        #[arg(long, default_value = "auto", value_parser = ["auto", "namespaces", "bwrap", "limits"])]
+        sandbox: String,
         /// Also sample each item this many times at --temperature and report the unbiased
         /// pass@k (Chen et al. 2021) for every k of --k up to it; 0 = greedy pass@1 only.
         #[arg(long, default_value_t = 0)]
@@ -416,11 +421,18 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             batch,
             split,
             data,
+            sandbox,
             samples,
             temperature,
             k,
             out,
         })) => {
+            let mode = serde_json::from_value(serde_json::Value::String(sandbox.clone()))
+                .map_err(|e| cli::usage(format!("--sandbox {sandbox:?}: {e}")))?;
+            let sandbox = drift::rewards::sandbox::SandboxConfig {
+                mode,
+                ..drift::rewards::sandbox::SandboxConfig::default()
+            };
             cli::existing_dir(&model, "--model")?;
             let (gen_length, block_length, steps) = canvas.resolve();
             use drift::rewards::worlds::Split;
@@ -440,6 +452,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 batch,
                 split,
                 data,
+                sandbox,
                 pass_at,
             };
             cli::dllm::eval(&model, &opts, out.as_deref(), dev)?;

@@ -209,6 +209,10 @@ fn train_dllm_names_a_bad_recipe_a_bad_value_and_a_missing_base() {
     let (code, text) = drift(&["train", "dllm", "--out", out, "--set", "group_size=1"]);
     assert_eq!(code, 2, "{text}");
     assert!(text.contains("group_size"), "{text}");
+    // The code reward's sandbox is configurable, and a bad mode is named with the valid ones.
+    let (code, text) = drift(&["train", "dllm", "--out", out, "--set", "sandbox.mode=none"]);
+    assert_eq!(code, 2, "{text}");
+    assert!(text.contains("sandbox.mode") && text.contains("namespaces"), "{text}");
     let (code, text) = drift(&["train", "dllm", "--out", out, "--set", "base=\"/no/such/dllm\""]);
     assert_eq!(code, 2, "{text}");
     assert!(text.contains("/no/such/dllm"), "{text}");

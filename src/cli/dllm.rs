@@ -21,6 +21,7 @@ use drift_dllm::model::{DiffusionLm, LoadOptions, ModelConfig};
 use drift_dllm::pretrain_run::{pretrain_dllm, PretrainDllmConfig, SftExample};
 use drift_dllm::tokenizer::{CharTokenizer, Tokenizer, CHAR_TOKENIZER_FILE};
 use drift_dllm::DllmError;
+use drift_rewards::sandbox::SandboxConfig;
 use drift_rewards::worlds::code::{CodeItem, CodeWorld, CodeWorldConfig};
 use drift_rewards::worlds::{Split, TextItem};
 use drift_samplers::dllm::{DecodeConfig, PositionRule};
@@ -103,8 +104,8 @@ pub fn train(cmd: &super::RunCommand<'_>, dev: &Device) -> Result<()> {
         )));
     }
     let task = match &cfg.data {
-        Some(path) => user_task(path)?,
-        None => CodeTask::new()?,
+        Some(path) => user_task(path, &cfg.sandbox)?,
+        None => CodeTask::with_sandbox(&cfg.sandbox).map_err(|e| super::usage(e.to_string()))?,
     };
     if !cfg.base.join(CHAR_TOKENIZER_FILE).is_file() {
         // The code task encodes prompts with drift's character tokenizer; without it the run
@@ -196,11 +197,11 @@ fn longest_prompt(task: &CodeTask, items: &[CodeItem]) -> Result<usize> {
 }
 
 /// The code task over a user's problem file; a bad file is a usage error naming its line.
-fn user_task(path: &Path) -> Result<CodeTask> {
+fn user_task(path: &Path, sandbox: &SandboxConfig) -> Result<CodeTask> {
     if !path.is_file() {
         return Err(super::usage(format!("data file {}: no such file", path.display())));
     }
-    CodeTask::from_file(path).map_err(|e| super::usage(e.to_string()))
+    CodeTask::from_file(path, sandbox).map_err(|e| super::usage(e.to_string()))
 }
 
 /// The completion region of the shipped code corpus: the longest code-world target (105
@@ -225,6 +226,8 @@ pub struct EvalOptions {
     pub split: Split,
     /// A user's problem file scored instead of the code world (every line, up to `n`).
     pub data: Option<PathBuf>,
+    /// Where the tests run (`--sandbox`: the mode; the other values are the defaults).
+    pub sandbox: SandboxConfig,
     /// The sampled pass@k measurement (off when `samples` is 0).
     pub pass_at: PassAtK,
 }
@@ -327,12 +330,13 @@ fn eval_setup(
     }
     let (task, items) = match &opts.data {
         Some(path) => {
-            let task = user_task(path)?;
+            let task = user_task(path, &opts.sandbox)?;
             let items = task.user_items().iter().take(opts.n).cloned().collect();
             (task, items)
         }
         None => {
-            let task = CodeTask::new()?;
+            let task =
+                CodeTask::with_sandbox(&opts.sandbox).map_err(|e| super::usage(e.to_string()))?;
             let items = task.world().items(opts.split, opts.n);
             (task, items)
         }

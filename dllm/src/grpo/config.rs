@@ -7,6 +7,7 @@ use drift_core::loss::{
     Aggregation, KlEstimator, KlPenalty, PolicyLossConfig, RatioKind, Surrogate,
 };
 use drift_core::train::{AdamWConfig, OptimConfig, RunSettings};
+use drift_rewards::sandbox::SandboxConfig;
 use drift_samplers::dllm::{DecodeConfig, PositionRule, ProposalConfig};
 use serde::{Deserialize, Serialize};
 
@@ -161,6 +162,11 @@ pub struct DllmGrpoConfig {
     /// evaluation set; a file without it is trained on and evaluated whole), scored by the same
     /// sandboxed code reward. Default none: the shipped code world.
     pub data: Option<PathBuf>,
+    /// Where the code reward runs model-written programs (`[sandbox]`, drift_rewards'
+    /// `SandboxConfig`). Default `mode = "auto"`: drift's namespace jail, else bubblewrap, else
+    /// the run is refused; `mode = "limits"` runs them under resource limits only, with no
+    /// filesystem or network jail. Also `timeout_s` (5), `memory_mb` (1024), `tmpfs_mb` (64).
+    pub sandbox: SandboxConfig,
 }
 
 impl Default for DllmGrpoConfig {
@@ -202,6 +208,7 @@ impl Default for DllmGrpoConfig {
             eval_items: 64,
             shuffle_rewards: false,
             data: None,
+            sandbox: SandboxConfig::default(),
         }
     }
 }

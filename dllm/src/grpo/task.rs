@@ -5,6 +5,7 @@ use std::sync::Arc;
 use drift_core::rng::SplitMix64;
 use drift_rewards::pool::{Pool, PoolConfig};
 use drift_rewards::reward::TextSample;
+use drift_rewards::sandbox::SandboxConfig;
 use drift_rewards::worlds::code::{CodeItem, CodeWorld, CodeWorldConfig};
 use drift_rewards::worlds::code::{CodeReward, CodeRewardConfig};
 use drift_rewards::worlds::{Split, TextItem};
@@ -67,8 +68,15 @@ struct UserProblems {
 
 impl CodeTask {
     /// The code world with its default configuration (seed 0, 10% of templates held out)
-    /// and the default code reward (format 0.5 + execution 2.0) on the default worker pool.
+    /// and the default code reward (format 0.5 + execution 2.0, in the default sandbox) on the
+    /// default worker pool.
     pub fn new() -> Result<Self> {
+        Self::with_sandbox(&SandboxConfig::default())
+    }
+
+    /// [`CodeTask::new`] with the code reward's programs run in `sandbox` (its `mode`: drift's
+    /// namespace jail, bwrap, or, only when asked, resource limits alone).
+    pub fn with_sandbox(sandbox: &SandboxConfig) -> Result<Self> {
         let err = |e: drift_rewards::RewardError| DllmError::Config {
             key: "task",
             value: "code".into(),
@@ -77,7 +85,13 @@ impl CodeTask {
         Ok(Self {
             world: CodeWorld::new(CodeWorldConfig::default()).map_err(err)?,
             tokenizer: CharTokenizer::ascii(),
-            reward: Arc::new(CodeReward::new(&CodeRewardConfig::default()).map_err(err)?),
+            reward: Arc::new(
+                CodeReward::new(&CodeRewardConfig {
+                    sandbox: sandbox.clone(),
+                    ..CodeRewardConfig::default()
+                })
+                .map_err(err)?,
+            ),
             pool: Pool::new(&PoolConfig::default()).map_err(err)?,
             user: None,
         })
@@ -88,13 +102,13 @@ impl CodeTask {
     /// sandboxed code reward. Lines tagged `held_out` are evaluated and the others trained on;
     /// a file without tagged lines is both trained on and evaluated (say so in a report).
     /// Errors name the file and line of a malformed problem, or the problem whose prompt the
-    /// character tokenizer cannot encode.
-    pub fn from_file(path: &std::path::Path) -> Result<Self> {
+    /// character tokenizer cannot encode. Programs run in `sandbox`.
+    pub fn from_file(path: &std::path::Path, sandbox: &SandboxConfig) -> Result<Self> {
         let bad =
             |value: String, expected: String| DllmError::Config { key: "data", value, expected };
         let records = drift_rewards::worlds::code::user::read_code_jsonl(path)
             .map_err(|e| bad(path.display().to_string(), format!("a code-problem file: {e}")))?;
-        let mut task = Self::new()?;
+        let mut task = Self::with_sandbox(sandbox)?;
         for (item, _) in &records {
             task.tokenizer.encode(&Self::prompt_text(item)).map_err(|e| {
                 bad(
@@ -215,7 +229,7 @@ mod tests {
         let held = ", \"split\": \"held_out\"";
         let text = [line("a", ""), line("b", held), line("c", ""), line("d", held)].concat();
         std::fs::write(&path, text).unwrap();
-        let task = CodeTask::from_file(&path).unwrap();
+        let task = CodeTask::from_file(&path, &SandboxConfig::default()).unwrap();
         assert!(task.is_user_data());
         let drawn: std::collections::BTreeSet<String> =
             (0..64).map(|i| task.train_item(3, i).prompt).collect();
@@ -225,12 +239,12 @@ mod tests {
         assert_eq!(task.eval_items(1).len(), 1);
         // Untagged only: trained on and evaluated whole.
         std::fs::write(&path, line("a", "")).unwrap();
-        let task = CodeTask::from_file(&path).unwrap();
+        let task = CodeTask::from_file(&path, &SandboxConfig::default()).unwrap();
         assert_eq!(task.eval_items(5).len(), 1);
         assert_eq!(task.train_item(0, 0).prompt, "a");
         // A prompt the character tokenizer cannot encode is named before any work.
         std::fs::write(&path, line("x ≥ 1", "")).unwrap();
-        let err = CodeTask::from_file(&path).err().unwrap().to_string();
+        let err = CodeTask::from_file(&path, &SandboxConfig::default()).err().unwrap().to_string();
         assert!(err.contains("line-1") && err.contains("tokenizer"), "{err}");
     }
 }
