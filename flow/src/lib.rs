@@ -1,5 +1,7 @@
-//! drift-flow: flow-matching image models, their pretraining and Flow-GRPO (BranchGRPO is planned).
+//! drift-flow: flow-matching image models, their pretraining, Flow-GRPO, and the first pieces of
+//! BranchGRPO (tree-reward fusion and depth-wise advantages; its trainer is planned).
 
+pub mod branch;
 pub mod error;
 pub mod grpo;
 pub mod model;
