@@ -1,0 +1,156 @@
+//! BranchGRPO's pruning of the backward set (Li et al., arXiv 2509.06040): fewer edges are
+//! trained, the forward tree is never cut (its rewards and advantages are computed on every
+//! node first).
+//!
+//! - **Width**: among the edges after the last split (the leaves' level and the non-split steps
+//!   below it), keep per tree the `keep` fraction with the largest `|advantage|`, the nodes
+//!   that carry the most signal; earlier edges are kept whole.
+//! - **Depth**: drop every edge whose child lies at one of the listed depths.
+//!
+//! The paper's sliding depth schedule (which depths are dropped moving with the iteration) is
+//! not implemented yet.
+
+use serde::{Deserialize, Serialize};
+
+use super::fusion::EdgeBatch;
+use crate::error::{FlowModelError, Result};
+
+/// Which edges leave the backward set.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PruneConfig {
+    /// Fraction of each tree's last-level nodes (after the last split) whose edges are
+    /// trained, those with the largest `|advantage|`; 1 keeps all (the default). The paper's
+    /// width pruning keeps half.
+    pub width_keep: f64,
+    /// Depths whose edges are not trained. Default none.
+    pub drop_depths: Vec<usize>,
+}
+
+impl Default for PruneConfig {
+    fn default() -> Self {
+        Self { width_keep: 1.0, drop_depths: Vec::new() }
+    }
+}
+
+/// The indices of `batch`'s edges that stay in the backward set, in order. `advantages[e]` is
+/// edge `e`'s advantage; `trees[e]` its tree; `depths[e]` its child's depth, with
+/// `last_depth` the deepest (the leaves'). A node's edges at every non-split step below the last
+/// split share its advantage, so the kept nodes keep all of theirs.
+pub fn kept_edges(
+    batch: &EdgeBatch,
+    advantages: &[f32],
+    trees: &[usize],
+    depths: &[usize],
+    last_depth: usize,
+    cfg: &PruneConfig,
+) -> Result<Vec<usize>> {
+    if !(cfg.width_keep > 0.0 && cfg.width_keep <= 1.0) {
+        return Err(FlowModelError::Config {
+            field: "prune.width_keep",
+            value: cfg.width_keep.to_string(),
+            expected: "a fraction in (0, 1]".into(),
+        });
+    }
+    let n = batch.steps.len();
+    if advantages.len() != n || trees.len() != n || depths.len() != n {
+        return Err(FlowModelError::Config {
+            field: "advantages",
+            value: format!(
+                "{} advantages, {} trees, {} depths",
+                advantages.len(),
+                trees.len(),
+                depths.len()
+            ),
+            expected: format!("one of each per edge ({n})"),
+        });
+    }
+    // Width: rank each tree's last-level nodes by |advantage| and keep the top fraction.
+    let mut keep_node = std::collections::HashSet::new();
+    let mut by_tree: std::collections::BTreeMap<usize, Vec<(usize, f32)>> = Default::default();
+    for e in 0..n {
+        if depths[e] == last_depth {
+            let node = (trees[e], batch.children[e]);
+            let entry = by_tree.entry(trees[e]).or_default();
+            if !entry.iter().any(|&(c, _)| c == node.1) {
+                entry.push((node.1, advantages[e].abs()));
+            }
+        }
+    }
+    for (tree, mut nodes) in by_tree {
+        nodes.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        let k = ((nodes.len() as f64 * cfg.width_keep).ceil() as usize).clamp(1, nodes.len());
+        keep_node.extend(nodes[..k].iter().map(|&(child, _)| (tree, child)));
+    }
+    Ok((0..n)
+        .filter(|&e| !cfg.drop_depths.contains(&depths[e]))
+        .filter(|&e| depths[e] != last_depth || keep_node.contains(&(trees[e], batch.children[e])))
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two trees; step 0 splits into depth 1 (2 nodes each), steps 1 and 2 run below the last
+    /// split at depth 2 (4 leaves each). Children are indexed per level.
+    fn batch() -> (EdgeBatch, Vec<f32>, Vec<usize>, Vec<usize>) {
+        let mut b = EdgeBatch {
+            steps: vec![],
+            children: vec![],
+            rewards: vec![],
+            groups: vec![],
+            num_groups: 6,
+        };
+        let (mut adv, mut trees, mut depths) = (vec![], vec![], vec![]);
+        for (k, a) in [0.5f32, -0.5, 0.1, -0.1].iter().enumerate() {
+            b.steps.push(0);
+            b.children.push(k);
+            adv.push(*a);
+            trees.push(k / 2);
+            depths.push(1);
+        }
+        let leaf_adv = [0.9f32, -0.1, 0.2, -0.8, 0.05, 0.3, -0.3, -0.05];
+        for step in [1, 2] {
+            for (k, a) in leaf_adv.iter().enumerate() {
+                b.steps.push(step);
+                b.children.push(k);
+                adv.push(*a);
+                trees.push(k / 4);
+                depths.push(2);
+            }
+        }
+        for _ in 0..b.steps.len() {
+            b.rewards.push(0.0);
+            b.groups.push(0);
+        }
+        (b, adv, trees, depths)
+    }
+
+    #[test]
+    fn width_keeps_each_trees_largest_advantages_below_the_last_split() {
+        let (b, adv, trees, depths) = batch();
+        let cfg = PruneConfig { width_keep: 0.5, drop_depths: vec![] };
+        let kept = kept_edges(&b, &adv, &trees, &depths, 2, &cfg).unwrap();
+        // Depth-1 edges (0..4) all stay; tree 0 keeps leaves 0 (|0.9|) and 3 (|0.8|), tree 1
+        // keeps leaves 5 (0.3) and 6 (0.3), at both steps.
+        let leaves: Vec<usize> = kept.iter().filter(|&&e| e >= 4).map(|&e| b.children[e]).collect();
+        assert_eq!(&kept[..4], &[0, 1, 2, 3]);
+        assert_eq!(leaves, vec![0, 3, 5, 6, 0, 3, 5, 6]);
+        let all = kept_edges(&b, &adv, &trees, &depths, 2, &PruneConfig::default()).unwrap();
+        assert_eq!(all, (0..20).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn depth_pruning_drops_every_edge_at_the_listed_depths() {
+        let (b, adv, trees, depths) = batch();
+        let cfg = PruneConfig { width_keep: 1.0, drop_depths: vec![1] };
+        let kept = kept_edges(&b, &adv, &trees, &depths, 2, &cfg).unwrap();
+        assert_eq!(kept, (4..20).collect::<Vec<_>>());
+        let bad = PruneConfig { width_keep: 0.0, drop_depths: vec![] };
+        assert!(kept_edges(&b, &adv, &trees, &depths, 2, &bad)
+            .unwrap_err()
+            .to_string()
+            .contains("width_keep"));
+    }
+}
