@@ -85,6 +85,12 @@ pub struct EdgeBatch {
     pub children: Vec<usize>,
     /// The child's fused reward.
     pub rewards: Vec<f32>,
+    /// The child's tree (its prompt index).
+    pub trees: Vec<usize>,
+    /// The depth of the child's level (the splits above it).
+    pub depths: Vec<usize>,
+    /// The depth of the leaves, `D`.
+    pub last_depth: usize,
     /// The group `tree · (D + 1) + depth` of the child's level (`D` the deepest level's depth).
     pub groups: Vec<u32>,
     /// `P · (D + 1)` groups in all.
@@ -101,6 +107,9 @@ pub fn edges(tree: &TreeRollout, node_rewards: &[Vec<f64>], steps: &[usize]) -> 
         steps: Vec::new(),
         children: Vec::new(),
         rewards: Vec::new(),
+        trees: Vec::new(),
+        depths: Vec::new(),
+        last_depth: depth_levels - 1,
         groups: Vec::new(),
         num_groups: roots * depth_levels,
     };
@@ -117,6 +126,8 @@ pub fn edges(tree: &TreeRollout, node_rewards: &[Vec<f64>], steps: &[usize]) -> 
             out.steps.push(i);
             out.children.push(k);
             out.rewards.push(node_rewards[i + 1][k] as f32);
+            out.trees.push(t);
+            out.depths.push(depth);
             out.groups.push((t * depth_levels + depth) as u32);
         }
     }
@@ -217,6 +228,9 @@ mod tests {
         // Step 0: 4 children at depth 1; step 2: 8 leaves at depth 2. Depths 0..=2, 3 per tree.
         assert_eq!(e.num_groups, 6);
         assert_eq!(e.groups, vec![1, 1, 4, 4, 2, 2, 2, 2, 5, 5, 5, 5]);
+        assert_eq!(e.trees, vec![0, 0, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1]);
+        assert_eq!(e.depths, vec![1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2]);
+        assert_eq!(e.last_depth, 2);
         assert_eq!(e.rewards, vec![0.5, 0.0, 1.0, 0.5, 1.0, 0.0, 0.0, 0.0, 1.0, 1.0, 0.0, 1.0]);
         let cfg = AdvantageConfig {
             baseline: Baseline::Mean,

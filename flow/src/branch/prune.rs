@@ -33,18 +33,10 @@ impl Default for PruneConfig {
     }
 }
 
-/// The indices of `batch`'s edges that stay in the backward set, in order. `advantages[e]` is
-/// edge `e`'s advantage; `trees[e]` its tree; `depths[e]` its child's depth, with
-/// `last_depth` the deepest (the leaves'). A node's edges at every non-split step below the last
-/// split share its advantage, so the kept nodes keep all of theirs.
-pub fn kept_edges(
-    batch: &EdgeBatch,
-    advantages: &[f32],
-    trees: &[usize],
-    depths: &[usize],
-    last_depth: usize,
-    cfg: &PruneConfig,
-) -> Result<Vec<usize>> {
+/// The indices of `batch`'s edges that stay in the backward set, in order; `advantages[e]` is
+/// edge `e`'s advantage. A node's edges at every step below the last split share its
+/// advantage, so a kept node keeps all of them.
+pub fn kept_edges(batch: &EdgeBatch, advantages: &[f32], cfg: &PruneConfig) -> Result<Vec<usize>> {
     if !(cfg.width_keep > 0.0 && cfg.width_keep <= 1.0) {
         return Err(FlowModelError::Config {
             field: "prune.width_keep",
@@ -53,18 +45,14 @@ pub fn kept_edges(
         });
     }
     let n = batch.steps.len();
-    if advantages.len() != n || trees.len() != n || depths.len() != n {
+    if advantages.len() != n {
         return Err(FlowModelError::Config {
             field: "advantages",
-            value: format!(
-                "{} advantages, {} trees, {} depths",
-                advantages.len(),
-                trees.len(),
-                depths.len()
-            ),
-            expected: format!("one of each per edge ({n})"),
+            value: advantages.len().to_string(),
+            expected: format!("one per edge ({n})"),
         });
     }
+    let (trees, depths, last_depth) = (&batch.trees, &batch.depths, batch.last_depth);
     // Width: rank each tree's last-level nodes by |advantage| and keep the top fraction.
     let mut keep_node = std::collections::HashSet::new();
     let mut by_tree: std::collections::BTreeMap<usize, Vec<(usize, f32)>> = Default::default();
@@ -94,21 +82,24 @@ mod tests {
 
     /// Two trees; step 0 splits into depth 1 (2 nodes each), steps 1 and 2 run below the last
     /// split at depth 2 (4 leaves each). Children are indexed per level.
-    fn batch() -> (EdgeBatch, Vec<f32>, Vec<usize>, Vec<usize>) {
+    fn batch() -> (EdgeBatch, Vec<f32>) {
         let mut b = EdgeBatch {
             steps: vec![],
             children: vec![],
             rewards: vec![],
+            trees: vec![],
+            depths: vec![],
+            last_depth: 2,
             groups: vec![],
             num_groups: 6,
         };
-        let (mut adv, mut trees, mut depths) = (vec![], vec![], vec![]);
+        let mut adv = vec![];
         for (k, a) in [0.5f32, -0.5, 0.1, -0.1].iter().enumerate() {
             b.steps.push(0);
             b.children.push(k);
             adv.push(*a);
-            trees.push(k / 2);
-            depths.push(1);
+            b.trees.push(k / 2);
+            b.depths.push(1);
         }
         let leaf_adv = [0.9f32, -0.1, 0.2, -0.8, 0.05, 0.3, -0.3, -0.05];
         for step in [1, 2] {
@@ -116,41 +107,38 @@ mod tests {
                 b.steps.push(step);
                 b.children.push(k);
                 adv.push(*a);
-                trees.push(k / 4);
-                depths.push(2);
+                b.trees.push(k / 4);
+                b.depths.push(2);
             }
         }
         for _ in 0..b.steps.len() {
             b.rewards.push(0.0);
             b.groups.push(0);
         }
-        (b, adv, trees, depths)
+        (b, adv)
     }
 
     #[test]
     fn width_keeps_each_trees_largest_advantages_below_the_last_split() {
-        let (b, adv, trees, depths) = batch();
+        let (b, adv) = batch();
         let cfg = PruneConfig { width_keep: 0.5, drop_depths: vec![] };
-        let kept = kept_edges(&b, &adv, &trees, &depths, 2, &cfg).unwrap();
+        let kept = kept_edges(&b, &adv, &cfg).unwrap();
         // Depth-1 edges (0..4) all stay; tree 0 keeps leaves 0 (|0.9|) and 3 (|0.8|), tree 1
         // keeps leaves 5 (0.3) and 6 (0.3), at both steps.
         let leaves: Vec<usize> = kept.iter().filter(|&&e| e >= 4).map(|&e| b.children[e]).collect();
         assert_eq!(&kept[..4], &[0, 1, 2, 3]);
         assert_eq!(leaves, vec![0, 3, 5, 6, 0, 3, 5, 6]);
-        let all = kept_edges(&b, &adv, &trees, &depths, 2, &PruneConfig::default()).unwrap();
+        let all = kept_edges(&b, &adv, &PruneConfig::default()).unwrap();
         assert_eq!(all, (0..20).collect::<Vec<_>>());
     }
 
     #[test]
     fn depth_pruning_drops_every_edge_at_the_listed_depths() {
-        let (b, adv, trees, depths) = batch();
+        let (b, adv) = batch();
         let cfg = PruneConfig { width_keep: 1.0, drop_depths: vec![1] };
-        let kept = kept_edges(&b, &adv, &trees, &depths, 2, &cfg).unwrap();
+        let kept = kept_edges(&b, &adv, &cfg).unwrap();
         assert_eq!(kept, (4..20).collect::<Vec<_>>());
         let bad = PruneConfig { width_keep: 0.0, drop_depths: vec![] };
-        assert!(kept_edges(&b, &adv, &trees, &depths, 2, &bad)
-            .unwrap_err()
-            .to_string()
-            .contains("width_keep"));
+        assert!(kept_edges(&b, &adv, &bad).unwrap_err().to_string().contains("width_keep"));
     }
 }

@@ -375,15 +375,19 @@ fn check(r: i32) -> io::Result<()> {
     }
 }
 
-/// `"1000 <outer> 1"` in `buf`, without allocating.
+/// `"<INNER_ID> <outer> 1"` (an id-map line) in `buf`, without allocating.
 fn id_map(buf: &mut [u8; 48], outer: u32) -> &[u8] {
-    let mut n = 0;
-    for b in b"1000 " {
-        buf[n] = *b;
-        n += 1;
-    }
+    let mut n = push_decimal(buf, 0, INNER_ID);
+    buf[n] = b' ';
+    n = push_decimal(buf, n + 1, outer);
+    buf[n..n + 2].copy_from_slice(b" 1");
+    &buf[..n + 2]
+}
+
+/// Writes `v` in decimal into `buf` at `at`; returns the position after it.
+fn push_decimal(buf: &mut [u8; 48], at: usize, mut v: u32) -> usize {
     let mut digits = [0u8; 10];
-    let (mut v, mut k) = (outer, 0);
+    let mut k = 0;
     loop {
         digits[k] = b'0' + (v % 10) as u8;
         k += 1;
@@ -392,17 +396,10 @@ fn id_map(buf: &mut [u8; 48], outer: u32) -> &[u8] {
             break;
         }
     }
-    while k > 0 {
-        k -= 1;
-        buf[n] = digits[k];
-        n += 1;
+    for (i, d) in digits[..k].iter().rev().enumerate() {
+        buf[at + i] = *d;
     }
-    for b in b" 1" {
-        buf[n] = *b;
-        n += 1;
-    }
-    debug_assert_eq!(INNER_ID, 1000);
-    &buf[..n]
+    at + k
 }
 
 /// Writes `data` to the file `path` in one `write`.
