@@ -2,7 +2,9 @@
 //! phrase, a Python expression and a Rust evaluation with Python's semantics (e.g. `%` is
 //! floored: `-3 % 2 == 1`).
 
-/// A predicate on an int `x`, written as a phrase over a collection noun.
+/// A predicate on an int `x`, written as a phrase over a collection noun. The parametrised
+/// filters carry their constant (`Above(4)` is `x > 4`), so one template shape has several
+/// specs that differ only in the constant.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Filter {
     /// Every element.
@@ -17,30 +19,47 @@ pub enum Filter {
     Negative,
     /// `x != 0`.
     Nonzero,
-    /// `x > 3`.
-    Above3,
-    /// `x < 5`.
-    Below5,
-    /// `x % 3 == 0`.
-    Mult3,
+    /// `x > k`.
+    Above(i64),
+    /// `x < k`.
+    Below(i64),
+    /// `x % k == 0`.
+    MultOf(i64),
 }
 
 impl Filter {
-    /// Every filter.
-    pub const ALL: [Filter; 9] = [
+    /// One filter of each kind (the parametrised ones with their first constant).
+    pub const KINDS: [Filter; 9] = [
         Self::All,
         Self::Even,
         Self::Odd,
         Self::Positive,
         Self::Negative,
         Self::Nonzero,
-        Self::Above3,
-        Self::Below5,
-        Self::Mult3,
+        Self::Above(1),
+        Self::Below(2),
+        Self::MultOf(3),
     ];
 
-    /// The template key part.
-    pub fn key(self) -> &'static str {
+    /// Every instance of this filter's kind: `Above` with `k` in 1..=7, `Below` with `k` in 2..=8
+    /// (`Below(1)` would select nothing from `1..=n`), `MultOf` with `k` in 3..=5 (2 is
+    /// `Even`); the others alone.
+    pub fn instances(self) -> Vec<Filter> {
+        match self {
+            Self::Above(_) => (1..=7).map(Self::Above).collect(),
+            Self::Below(_) => (2..=8).map(Self::Below).collect(),
+            Self::MultOf(_) => (3..=5).map(Self::MultOf).collect(),
+            f => vec![f],
+        }
+    }
+
+    /// Every filter instance, kind by kind.
+    pub fn all() -> Vec<Filter> {
+        Self::KINDS.iter().flat_map(|f| f.instances()).collect()
+    }
+
+    /// The kind's key part, without the constant (`above`).
+    pub fn kind_key(self) -> &'static str {
         match self {
             Self::All => "all",
             Self::Even => "even",
@@ -48,9 +67,17 @@ impl Filter {
             Self::Positive => "positive",
             Self::Negative => "negative",
             Self::Nonzero => "nonzero",
-            Self::Above3 => "above3",
-            Self::Below5 => "below5",
-            Self::Mult3 => "mult3",
+            Self::Above(_) => "above",
+            Self::Below(_) => "below",
+            Self::MultOf(_) => "mult",
+        }
+    }
+
+    /// The key part with the constant (`above4`).
+    pub fn key(self) -> String {
+        match self {
+            Self::Above(k) | Self::Below(k) | Self::MultOf(k) => format!("{}{k}", self.kind_key()),
+            _ => self.kind_key().to_string(),
         }
     }
 
@@ -65,25 +92,25 @@ impl Filter {
             Self::Positive => adj("positive"),
             Self::Negative => adj("negative"),
             Self::Nonzero => adj("nonzero"),
-            Self::Above3 => format!("the numbers {loc} greater than 3"),
-            Self::Below5 => format!("the numbers {loc} less than 5"),
-            Self::Mult3 => format!("the multiples of 3 {loc}"),
+            Self::Above(k) => format!("the numbers {loc} greater than {k}"),
+            Self::Below(k) => format!("the numbers {loc} less than {k}"),
+            Self::MultOf(k) => format!("the multiples of {k} {loc}"),
         }
     }
 
     /// The Python condition on `x`, or `None` for no condition.
-    pub fn python(self) -> Option<&'static str> {
-        match self {
-            Self::All => None,
-            Self::Even => Some("x % 2 == 0"),
-            Self::Odd => Some("x % 2 == 1"),
-            Self::Positive => Some("x > 0"),
-            Self::Negative => Some("x < 0"),
-            Self::Nonzero => Some("x != 0"),
-            Self::Above3 => Some("x > 3"),
-            Self::Below5 => Some("x < 5"),
-            Self::Mult3 => Some("x % 3 == 0"),
-        }
+    pub fn python(self) -> Option<String> {
+        Some(match self {
+            Self::All => return None,
+            Self::Even => "x % 2 == 0".into(),
+            Self::Odd => "x % 2 == 1".into(),
+            Self::Positive => "x > 0".into(),
+            Self::Negative => "x < 0".into(),
+            Self::Nonzero => "x != 0".into(),
+            Self::Above(k) => format!("x > {k}"),
+            Self::Below(k) => format!("x < {k}"),
+            Self::MultOf(k) => format!("x % {k} == 0"),
+        })
     }
 
     /// Whether `x` is selected.
@@ -95,58 +122,67 @@ impl Filter {
             Self::Positive => x > 0,
             Self::Negative => x < 0,
             Self::Nonzero => x != 0,
-            Self::Above3 => x > 3,
-            Self::Below5 => x < 5,
-            Self::Mult3 => x.rem_euclid(3) == 0,
+            Self::Above(k) => x > k,
+            Self::Below(k) => x < k,
+            Self::MultOf(k) => x.rem_euclid(k) == 0,
         }
     }
 }
 
-/// A map on an int `x`.
+/// A map on an int `x`; `Times` and `Plus` carry their constant.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Map {
     /// `x`.
     Id,
     /// `x * x`.
     Square,
-    /// `2 * x`.
-    Double,
-    /// `3 * x`.
-    Triple,
     /// `-x`.
     Negate,
     /// `abs(x)`.
     Abs,
-    /// `x + 1`.
-    Succ,
-    /// `x - 1`.
-    Pred,
+    /// `k * x`.
+    Times(i64),
+    /// `x + k` (`x - |k|` for a negative `k`).
+    Plus(i64),
 }
 
 impl Map {
-    /// Every map.
-    pub const ALL: [Map; 8] = [
-        Self::Id,
-        Self::Square,
-        Self::Double,
-        Self::Triple,
-        Self::Negate,
-        Self::Abs,
-        Self::Succ,
-        Self::Pred,
-    ];
+    /// One map of each kind (the parametrised ones with their first constant).
+    pub const KINDS: [Map; 6] =
+        [Self::Id, Self::Square, Self::Negate, Self::Abs, Self::Times(2), Self::Plus(1)];
 
-    /// The template key part.
-    pub fn key(self) -> &'static str {
+    /// Every instance of this map's kind: `Times` with `k` in 2..=5, `Plus` with `k` in
+    /// ±1..=±5; the others alone.
+    pub fn instances(self) -> Vec<Map> {
+        match self {
+            Self::Times(_) => (2..=5).map(Self::Times).collect(),
+            Self::Plus(_) => (1..=5).flat_map(|k| [Self::Plus(k), Self::Plus(-k)]).collect(),
+            m => vec![m],
+        }
+    }
+
+    /// Every map instance, kind by kind.
+    pub fn all() -> Vec<Map> {
+        Self::KINDS.iter().flat_map(|m| m.instances()).collect()
+    }
+
+    /// The kind's key part, without the constant (`plus`).
+    pub fn kind_key(self) -> &'static str {
         match self {
             Self::Id => "id",
             Self::Square => "square",
-            Self::Double => "double",
-            Self::Triple => "triple",
             Self::Negate => "negate",
             Self::Abs => "abs",
-            Self::Succ => "succ",
-            Self::Pred => "pred",
+            Self::Times(_) => "times",
+            Self::Plus(_) => "plus",
+        }
+    }
+
+    /// The key part with the constant (`plus-2`).
+    pub fn key(self) -> String {
+        match self {
+            Self::Times(k) | Self::Plus(k) => format!("{}{k}", self.kind_key()),
+            _ => self.kind_key().to_string(),
         }
     }
 
@@ -156,26 +192,24 @@ impl Map {
         match self {
             Self::Id => noun.to_string(),
             Self::Square => of("squares"),
-            Self::Double => of("doubles"),
-            Self::Triple => of("triples"),
             Self::Negate => of("negations"),
             Self::Abs => of("absolute values"),
-            Self::Succ => format!("{noun}, each plus one,"),
-            Self::Pred => format!("{noun}, each minus one,"),
+            Self::Times(k) => format!("{noun}, each times {k},"),
+            Self::Plus(k) if k < 0 => format!("{noun}, each minus {},", -k),
+            Self::Plus(k) => format!("{noun}, each plus {k},"),
         }
     }
 
     /// The Python expression in `x`.
-    pub fn python(self) -> &'static str {
+    pub fn python(self) -> String {
         match self {
-            Self::Id => "x",
-            Self::Square => "x * x",
-            Self::Double => "2 * x",
-            Self::Triple => "3 * x",
-            Self::Negate => "-x",
-            Self::Abs => "abs(x)",
-            Self::Succ => "x + 1",
-            Self::Pred => "x - 1",
+            Self::Id => "x".into(),
+            Self::Square => "x * x".into(),
+            Self::Negate => "-x".into(),
+            Self::Abs => "abs(x)".into(),
+            Self::Times(k) => format!("{k} * x"),
+            Self::Plus(k) if k < 0 => format!("x - {}", -k),
+            Self::Plus(k) => format!("x + {k}"),
         }
     }
 
@@ -184,12 +218,10 @@ impl Map {
         match self {
             Self::Id => x,
             Self::Square => x * x,
-            Self::Double => 2 * x,
-            Self::Triple => 3 * x,
             Self::Negate => -x,
             Self::Abs => x.abs(),
-            Self::Succ => x + 1,
-            Self::Pred => x - 1,
+            Self::Times(k) => k * x,
+            Self::Plus(k) => x + k,
         }
     }
 }
@@ -211,12 +243,12 @@ pub enum StrOp {
     NoVowels,
     /// `''.join(c * 2 for c in e)`.
     DoubleChars,
-    /// `e[:3]`.
-    First3,
-    /// `e[1:]`.
-    DropFirst,
-    /// `e * 2`.
-    Twice,
+    /// `e[:k]`.
+    First(usize),
+    /// `e[k:]`.
+    Drop(usize),
+    /// `e * k`.
+    Repeat(usize),
     /// `''.join(sorted(e))`.
     Sort,
     /// `e.title()`.
@@ -227,8 +259,8 @@ pub enum StrOp {
 const VOWELS: &str = "aeiouAEIOU";
 
 impl StrOp {
-    /// Every string operation.
-    pub const ALL: [StrOp; 12] = [
+    /// One operation of each kind (the parametrised ones with their first constant).
+    pub const KINDS: [StrOp; 12] = [
         Self::Reverse,
         Self::Upper,
         Self::Lower,
@@ -236,15 +268,31 @@ impl StrOp {
         Self::NoSpaces,
         Self::NoVowels,
         Self::DoubleChars,
-        Self::First3,
-        Self::DropFirst,
-        Self::Twice,
+        Self::First(2),
+        Self::Drop(1),
+        Self::Repeat(2),
         Self::Sort,
         Self::Title,
     ];
 
-    /// The template key part.
-    pub fn key(self) -> &'static str {
+    /// Every instance of this operation's kind: `First` with `k` in 2..=5, `Drop` with `k` in
+    /// 1..=3, `Repeat` with `k` in 2..=3; the others alone.
+    pub fn instances(self) -> Vec<StrOp> {
+        match self {
+            Self::First(_) => (2..=5).map(Self::First).collect(),
+            Self::Drop(_) => (1..=3).map(Self::Drop).collect(),
+            Self::Repeat(_) => (2..=3).map(Self::Repeat).collect(),
+            op => vec![op],
+        }
+    }
+
+    /// Every operation instance, kind by kind.
+    pub fn all() -> Vec<StrOp> {
+        Self::KINDS.iter().flat_map(|op| op.instances()).collect()
+    }
+
+    /// The kind's key part, without the constant (`first`).
+    pub fn kind_key(self) -> &'static str {
         match self {
             Self::Reverse => "reverse",
             Self::Upper => "upper",
@@ -253,11 +301,19 @@ impl StrOp {
             Self::NoSpaces => "nospaces",
             Self::NoVowels => "novowels",
             Self::DoubleChars => "doublechars",
-            Self::First3 => "first3",
-            Self::DropFirst => "dropfirst",
-            Self::Twice => "twice",
+            Self::First(_) => "first",
+            Self::Drop(_) => "drop",
+            Self::Repeat(_) => "repeat",
             Self::Sort => "sort",
             Self::Title => "title",
+        }
+    }
+
+    /// The key part with the constant (`first3`).
+    pub fn key(self) -> String {
+        match self {
+            Self::First(k) | Self::Drop(k) | Self::Repeat(k) => format!("{}{k}", self.kind_key()),
+            _ => self.kind_key().to_string(),
         }
     }
 
@@ -272,9 +328,10 @@ impl StrOp {
             Self::NoSpaces => format!("remove the spaces from {obj}"),
             Self::NoVowels => format!("remove the vowels from {obj}"),
             Self::DoubleChars => format!("double each character of {obj}"),
-            Self::First3 => format!("keep the first three characters of {obj}"),
-            Self::DropFirst => format!("drop the first character of {obj}"),
-            Self::Twice => format!("repeat {obj} twice"),
+            Self::First(k) => format!("keep the first {k} characters of {obj}"),
+            Self::Drop(1) => format!("drop the first character of {obj}"),
+            Self::Drop(k) => format!("drop the first {k} characters of {obj}"),
+            Self::Repeat(k) => format!("repeat {obj} {k} times"),
             Self::Sort => format!("sort {poss}"),
             Self::Title => format!("capitalise each word of {obj}"),
         }
@@ -290,9 +347,9 @@ impl StrOp {
             Self::NoSpaces => format!("{e}.replace(' ', '')"),
             Self::NoVowels => format!("''.join(c for c in {e} if c not in '{VOWELS}')"),
             Self::DoubleChars => format!("''.join(c * 2 for c in {e})"),
-            Self::First3 => format!("{e}[:3]"),
-            Self::DropFirst => format!("{e}[1:]"),
-            Self::Twice => format!("{e} * 2"),
+            Self::First(k) => format!("{e}[:{k}]"),
+            Self::Drop(k) => format!("{e}[{k}:]"),
+            Self::Repeat(k) => format!("{e} * {k}"),
             Self::Sort => format!("''.join(sorted({e}))"),
             Self::Title => format!("{e}.title()"),
         }
@@ -300,7 +357,7 @@ impl StrOp {
 
     /// True when the Python form must be parenthesised before a postfix operation.
     pub fn is_binary(self) -> bool {
-        matches!(self, Self::Twice)
+        matches!(self, Self::Repeat(_))
     }
 
     /// The result on an ASCII string, with Python's semantics.
@@ -322,9 +379,9 @@ impl StrOp {
             Self::NoSpaces => s.replace(' ', ""),
             Self::NoVowels => s.chars().filter(|c| !VOWELS.contains(*c)).collect(),
             Self::DoubleChars => s.chars().flat_map(|c| [c, c]).collect(),
-            Self::First3 => s.chars().take(3).collect(),
-            Self::DropFirst => s.chars().skip(1).collect(),
-            Self::Twice => s.repeat(2),
+            Self::First(k) => s.chars().take(k).collect(),
+            Self::Drop(k) => s.chars().skip(k).collect(),
+            Self::Repeat(k) => s.repeat(k),
             Self::Sort => {
                 let mut cs: Vec<char> = s.chars().collect();
                 cs.sort_unstable();
@@ -426,12 +483,18 @@ mod tests {
 
     #[test]
     fn python_semantics() {
-        assert!(Filter::Odd.keep(-3) && !Filter::Even.keep(-3) && Filter::Mult3.keep(-6));
+        assert!(Filter::Odd.keep(-3) && !Filter::Even.keep(-3) && Filter::MultOf(3).keep(-6) && !Filter::MultOf(4).keep(-6));
         assert_eq!(StrOp::Title.apply("hELLO wORld x"), "Hello World X");
         assert_eq!(StrOp::Swapcase.apply("aB c"), "Ab C");
         assert_eq!(StrOp::Sort.apply("ba A"), " Aab");
         assert_eq!(StrOp::NoVowels.apply("Education is"), "dctn s");
-        assert_eq!(StrOp::First3.apply("ab"), "ab");
+        assert_eq!(StrOp::First(3).apply("ab"), "ab");
+        assert_eq!(StrOp::Drop(2).apply("abc"), "c");
+        assert_eq!(StrOp::Repeat(3).apply("ab"), "ababab");
+        assert_eq!(Map::Plus(-2).python(), "x - 2");
+        assert_eq!(Map::Plus(-2).phrase("the numbers"), "the numbers, each minus 2,");
+        assert_eq!(Filter::Above(4).python().unwrap(), "x > 4");
+        assert_eq!((Filter::all().len(), Map::all().len(), StrOp::all().len()), (23, 18, 18));
         assert_eq!(StrCount::Words.apply("  a  bc "), 2);
         assert_eq!(StrCount::Distinct.apply("aab "), 3);
     }

@@ -1,14 +1,17 @@
 //! The spec templates of the code world: compositions of the primitive operations in
-//! [`super::ops`] into 655 distinct one-line Python functions, in five families with a fixed
-//! function name `f` and a fixed argument name per family (`xs`, `n` or `s`):
+//! [`super::ops`] into 3 232 distinct one-line Python functions, in five families with a fixed
+//! function name `f` and a fixed argument name per family (`xs`, `n` or `s`). A template's
+//! *shape* is the template with its constants forgotten (`reduce/sum/plus/above` for "the sum
+//! of the numbers in xs greater than 4, each plus 2"), of which the parametrised
+//! ones have several templates that differ only in a constant (534 shapes in all).
 //!
-//! | family | spec | solution shape | count |
-//! |---|---|---|---|
-//! | `reduce` | "the sum / largest / smallest of M(F(xs))", "the count of F(xs)" | `sum(M for x in xs if C)` | 3·8·9 + 9 = 225 |
-//! | `select` | "a list / sorted list / reversed list of M(F(xs))" | `[M for x in xs if C]` | 8·9·3 = 216 |
-//! | `range` | "the sum of M(F(1..n))" | `sum(M for x in range(1, n + 1) if C)` | 8·8 = 64 |
-//! | `string` | "op₁ s, then op₂ it" | `op₂(op₁(s))` | 12 + 12·11 = 144 |
-//! | `count` | "the number of vowels / spaces / … in s" | `sum(c in 'aeiou…' for c in s)` | 6 |
+//! | family | spec | solution shape | templates | shapes |
+//! |---|---|---|---|---|
+//! | `reduce` | "the sum / largest / smallest of M(F(xs))", "the count of F(xs)" | `sum(M for x in xs if C)` | 3·18·23 + 23 = 1 265 | 3·6·9 + 9 = 171 |
+//! | `select` | "a list / sorted list / reversed list of M(F(xs))" | `[M for x in xs if C]` | 18·23·3 = 1 242 | 6·9·3 = 162 |
+//! | `range` | "the sum of M(F(1..n))" | `sum(M for x in range(1, n + 1) if C)` | 18·22 − 1 = 395 (not `negative`, not the constant `plus-1/below2`) | 6·8 = 48 |
+//! | `string` | "op₁ s, then op₂ it" | `op₂(op₁(s))` | 18 + 18·17 = 324 | 12 + 12·11 + 3 = 147 |
+//! | `count` | "the number of vowels / spaces / … in s" | `sum(c in 'aeiou…' for c in s)` | 6 | 6 |
 
 use super::ops::{Filter, Map, StrCount, StrOp};
 use super::value::Value;
@@ -55,29 +58,31 @@ pub enum Template {
 
 /// Every template, in a fixed order.
 pub fn all_templates() -> Vec<Template> {
+    let (maps, filters, ops) = (Map::all(), Filter::all(), StrOp::all());
     let mut out = Vec::new();
     for r in [Reducer::Sum, Reducer::Max, Reducer::Min] {
-        for m in Map::ALL {
-            out.extend(Filter::ALL.map(|f| Template::Reduce(r, m, f)));
+        for &m in &maps {
+            out.extend(filters.iter().map(|&f| Template::Reduce(r, m, f)));
         }
     }
-    out.extend(Filter::ALL.map(|f| Template::Reduce(Reducer::Count, Map::Id, f)));
+    out.extend(filters.iter().map(|&f| Template::Reduce(Reducer::Count, Map::Id, f)));
     for o in [Order::Keep, Order::Sorted, Order::Reversed] {
-        for m in Map::ALL {
-            out.extend(Filter::ALL.map(|f| Template::Select(m, f, o)));
+        for &m in &maps {
+            out.extend(filters.iter().map(|&f| Template::Select(m, f, o)));
         }
     }
-    for m in Map::ALL {
-        out.extend(
-            Filter::ALL
-                .into_iter()
-                .filter(|&f| f != Filter::Negative)
-                .map(|f| Template::Range(m, f)),
-        );
+    for &m in &maps {
+        // A sum over 1..=n that is the same for every n (nothing selected, or only x = 1
+        // mapped to 0) is a constant function, which the tests could not tell apart.
+        let varies = |t: &Template| {
+            let outs: Vec<Option<Value>> = (0..=20).map(|n| t.eval(&Value::Int(n))).collect();
+            outs.windows(2).any(|w| w[0] != w[1])
+        };
+        out.extend(filters.iter().map(|&f| Template::Range(m, f)).filter(varies));
     }
-    for a in StrOp::ALL {
+    for &a in &ops {
         out.push(Template::Str(a, None));
-        out.extend(StrOp::ALL.into_iter().filter(|&b| b != a).map(|b| Template::Str(a, Some(b))));
+        out.extend(ops.iter().filter(|&&b| b != a).map(|&b| Template::Str(a, Some(b))));
     }
     out.extend(StrCount::ALL.map(Template::Count));
     out
@@ -85,9 +90,10 @@ pub fn all_templates() -> Vec<Template> {
 
 /// `M for x in SRC if C` (the generator body shared by the int families).
 fn comprehension(m: Map, f: Filter, src: &str) -> String {
+    let m = m.python();
     match f.python() {
-        Some(c) => format!("{} for x in {src} if {c}", m.python()),
-        None => format!("{} for x in {src}", m.python()),
+        Some(c) => format!("{m} for x in {src} if {c}"),
+        None => format!("{m} for x in {src}"),
     }
 }
 
@@ -103,16 +109,35 @@ impl Template {
         }
     }
 
-    /// A stable unique key, e.g. `reduce/sum/square/even`, `string/reverse/upper`.
+    /// A stable unique key, e.g. `reduce/sum/square/above4`, `string/first3/upper`.
     pub fn key(&self) -> String {
+        self.key_with(Filter::key, Map::key, StrOp::key)
+    }
+
+    /// The key of the template's shape: the key with every constant left out, e.g.
+    /// `reduce/sum/square/above`. Templates of one shape differ only in their constants.
+    pub fn shape_key(&self) -> String {
+        self.key_with(
+            |f| f.kind_key().to_string(),
+            |m| m.kind_key().to_string(),
+            |op| op.kind_key().to_string(),
+        )
+    }
+
+    fn key_with(
+        &self,
+        filter: impl Fn(Filter) -> String,
+        map: impl Fn(Map) -> String,
+        op: impl Fn(StrOp) -> String,
+    ) -> String {
         let r = |r: Reducer| format!("{r:?}").to_lowercase();
         let o = |o: Order| format!("{o:?}").to_lowercase();
         match *self {
-            Self::Reduce(red, m, f) => format!("reduce/{}/{}/{}", r(red), m.key(), f.key()),
-            Self::Select(m, f, ord) => format!("select/{}/{}/{}", o(ord), m.key(), f.key()),
-            Self::Range(m, f) => format!("range/{}/{}", m.key(), f.key()),
-            Self::Str(a, None) => format!("string/{}", a.key()),
-            Self::Str(a, Some(b)) => format!("string/{}/{}", a.key(), b.key()),
+            Self::Reduce(red, m, f) => format!("reduce/{}/{}/{}", r(red), map(m), filter(f)),
+            Self::Select(m, f, ord) => format!("select/{}/{}/{}", o(ord), map(m), filter(f)),
+            Self::Range(m, f) => format!("range/{}/{}", map(m), filter(f)),
+            Self::Str(a, None) => format!("string/{}", op(a)),
+            Self::Str(a, Some(b)) => format!("string/{}/{}", op(a), op(b)),
             Self::Count(c) => format!("count/{}", c.key()),
         }
     }
@@ -173,7 +198,7 @@ impl Template {
         let body = match *self {
             Self::Reduce(Reducer::Count, _, Filter::All) => "len(xs)".to_string(),
             Self::Reduce(Reducer::Count, _, f) => {
-                format!("sum(1 for x in xs if {})", f.python().unwrap_or("True"))
+                format!("sum(1 for x in xs if {})", f.python().unwrap_or_else(|| "True".into()))
             }
             Self::Reduce(Reducer::Sum, m, f) => format!("sum({})", comprehension(m, f, "xs")),
             Self::Reduce(Reducer::Max, m, f) => {
@@ -264,11 +289,13 @@ mod tests {
     #[test]
     fn templates_are_distinct_and_counted() {
         let all = all_templates();
-        assert_eq!(all.len(), 655);
+        assert_eq!(all.len(), 3232);
         let keys: BTreeSet<String> = all.iter().map(Template::key).collect();
         let specs: BTreeSet<String> = all.iter().map(Template::spec).collect();
         let sols: BTreeSet<String> = all.iter().map(Template::solution).collect();
-        assert_eq!((keys.len(), specs.len(), sols.len()), (655, 655, 655));
+        assert_eq!((keys.len(), specs.len(), sols.len()), (3232, 3232, 3232));
+        let shapes: BTreeSet<String> = all.iter().map(Template::shape_key).collect();
+        assert_eq!(shapes.len(), 171 + 162 + 48 + 147 + 6);
     }
 
     #[test]
@@ -279,12 +306,22 @@ mod tests {
         assert_eq!(t.eval(&Value::List(vec![1, 2, -4])), Some(Value::Int(20)));
         let c = Template::Reduce(Reducer::Count, Map::Id, Filter::Odd);
         assert_eq!(c.solution(), "def f(xs):\n    return sum(1 for x in xs if x % 2 == 1)\n");
-        let s = Template::Str(StrOp::Twice, Some(StrOp::Reverse));
+        let s = Template::Str(StrOp::Repeat(2), Some(StrOp::Reverse));
         assert_eq!(s.solution(), "def f(s):\n    return (s * 2)[::-1]\n");
         assert_eq!(
             s.spec(),
-            "Write a Python function f(s): repeat s twice, then reverse it, and return the result."
+            "Write a Python function f(s): repeat s 2 times, then reverse it, and return the result."
         );
+        let p = Template::Select(Map::Plus(-3), Filter::Above(4), Order::Sorted);
+        assert_eq!(p.key(), "select/sorted/plus-3/above4");
+        assert_eq!(p.shape_key(), "select/sorted/plus/above");
+        assert_eq!(p.solution(), "def f(xs):\n    return sorted(x - 3 for x in xs if x > 4)\n");
+        assert_eq!(
+            p.spec(),
+            "Write a Python function f(xs) that returns a sorted list of the numbers in xs \
+             greater than 4, each minus 3,."
+        );
+        assert_eq!(p.eval(&Value::List(vec![9, 1, 5])), Some(Value::List(vec![2, 6])));
         assert_eq!(s.eval(&Value::Str("ab".into())), Some(Value::Str("baba".into())));
         assert_eq!(s.eval(&Value::Int(1)), None);
     }
