@@ -160,9 +160,11 @@ enum TrainCmd {
 /// The dLLM decoding canvas, shared by `eval dllm` and `sample dllm`.
 #[derive(clap::Args, Debug)]
 struct CanvasArgs {
-    /// Completion length (masks after the prompt).
-    #[arg(long, default_value_t = cli::dllm::CODE_COMPLETION_LEN)]
-    gen_length: usize,
+    /// Completion length (masks after the prompt). Default: the model's code completion
+    /// region, the longest code-world target in its tokens plus one (106 for the character
+    /// models, 38 for dllm-code-v4).
+    #[arg(long)]
+    gen_length: Option<usize>,
     /// Block length (default: one block of gen_length).
     #[arg(long)]
     block_length: Option<usize>,
@@ -172,10 +174,14 @@ struct CanvasArgs {
 }
 
 impl CanvasArgs {
-    /// `(gen_length, block_length, steps)` with the defaults filled in.
-    fn resolve(&self) -> (usize, usize, usize) {
-        let l = self.gen_length;
-        (l, self.block_length.unwrap_or(l), self.steps.unwrap_or(l))
+    /// `(gen_length, block_length, steps)` with the defaults filled in for the model in
+    /// `model_dir`.
+    fn resolve(&self, model_dir: &std::path::Path) -> anyhow::Result<(usize, usize, usize)> {
+        let l = match self.gen_length {
+            Some(l) => l,
+            None => cli::dllm::model_completion_len(model_dir)?,
+        };
+        Ok((l, self.block_length.unwrap_or(l), self.steps.unwrap_or(l)))
     }
 }
 
@@ -334,8 +340,10 @@ enum EvalCmd {
         /// Rows decoded together.
         #[arg(long, default_value_t = 32)]
         batch: usize,
-        /// Split scored: `held_out` (unseen templates) or `train` (the pretraining templates).
-        #[arg(long, default_value = "held_out", value_parser = ["held_out", "train"])]
+        /// Split scored: `held_out_items` (new constants of trained shapes),
+        /// `held_out_templates` (shapes never trained on) or `train` (the pretraining
+        /// templates).
+        #[arg(long, default_value = "held_out_items", value_parser = ["held_out_items", "held_out_templates", "train"])]
         split: String,
         /// Score your own problems instead of the code world: a JSONL file with one
         /// {"prompt": …, "tests": [...]} per line (every line is scored, up to --n).
@@ -434,12 +442,13 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 ..drift::rewards::sandbox::SandboxConfig::default()
             };
             cli::existing_dir(&model, "--model")?;
-            let (gen_length, block_length, steps) = canvas.resolve();
-            use drift::rewards::worlds::Split;
-            let split =
-                [Split::Train, Split::HeldOut].into_iter().find(|s| s.name() == split).ok_or_else(
-                    || cli::usage(format!("--split {split:?}: expected train or held_out")),
-                )?;
+            let (gen_length, block_length, steps) = canvas.resolve(&model)?;
+            use drift::rewards::worlds::code::CodeSplit;
+            let split = CodeSplit::ALL.into_iter().find(|s| s.name() == split).ok_or_else(|| {
+                cli::usage(format!(
+                    "--split {split:?}: expected held_out_items, held_out_templates or train"
+                ))
+            })?;
             if !(temperature.is_finite() && temperature >= 0.0) {
                 return Err(cli::usage(format!("--temperature {temperature}: expected >= 0")));
             }
@@ -464,7 +473,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
 fn sample(cmd: SampleCmd, dev: &candle_core::Device) -> anyhow::Result<()> {
     match cmd {
         SampleCmd::Dllm { model, prompt, canvas, rule, tau, temperature, n, seed } => {
-            let (gen_length, block_length, steps) = canvas.resolve();
+            cli::existing_dir(&model, "--model")?;
+            let (gen_length, block_length, steps) = canvas.resolve(&model)?;
             let s = cli::sample::DllmSampling {
                 gen_length,
                 block_length,

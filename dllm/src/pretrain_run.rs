@@ -26,7 +26,8 @@ use serde::{Deserialize, Serialize};
 use crate::error::{DllmError, Result};
 use crate::model::{DiffusionLm, LoadOptions, ModelConfig, TinySpec, VocabSpec};
 use crate::pretrain::masked_diffusion_loss_with;
-use crate::tokenizer::{CharTokenizer, Tokenizer, BOS_ID, EOS_ID, PAD_ID};
+use crate::tokenizer::bpe::BpeConfig;
+use crate::tokenizer::{Tokenizer, BOS_ID, EOS_ID, PAD_ID};
 
 /// Which architecture a freshly initialised model has.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -113,6 +114,27 @@ pub struct PretrainDllmConfig {
     /// (continued pretraining with a fresh optimizer and schedule); its config.json must equal
     /// the `[model]` shape. Default none.
     pub init_from: Option<PathBuf>,
+    /// The tokenizer built for the corpus (by the caller, e.g. `drift pretrain dllm`, on the
+    /// training texts): a byte-level BPE (`[tokenizer.bpe]`, [`BpeConfig`]) or drift's ASCII
+    /// character tokenizer (`tokenizer = "char"`, what the shipped `dllm-code-v0`…`v3` were
+    /// trained with). Default BPE with 512 ids.
+    pub tokenizer: TokenizerKind,
+}
+
+/// Which tokenizer a pretraining run builds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum TokenizerKind {
+    /// drift's ASCII character tokenizer (100 ids).
+    Char,
+    /// A byte-level BPE trained on the corpus.
+    Bpe(BpeConfig),
+}
+
+impl Default for TokenizerKind {
+    fn default() -> Self {
+        Self::Bpe(BpeConfig::default())
+    }
 }
 
 impl Default for PretrainDllmConfig {
@@ -125,6 +147,7 @@ impl Default for PretrainDllmConfig {
             mask_eps: crate::pretrain::DEFAULT_EPS,
             run: RunSettings { steps: 2000, checkpoint_every: 250, ..RunSettings::default() },
             init_from: None,
+            tokenizer: TokenizerKind::default(),
         }
     }
 }
@@ -266,16 +289,15 @@ pub fn pretrain_dllm(
     config_text: &str,
     run_dir: &Path,
     device: &Device,
-    tokenizer: &CharTokenizer,
+    tokenizer: &Tokenizer,
     mut data: impl FnMut(u64, usize) -> Result<Vec<SftExample>>,
 ) -> Result<PretrainDllmReport> {
     cfg.validate()?;
     let start = Instant::now();
     let key = RngKey::new(cfg.run.seed);
     let opts = LoadOptions { device: device.clone(), ..LoadOptions::trainable() };
-    let model_cfg = cfg.model.model_config(tokenizer.vocab_spec());
-    let model = initial_model(cfg, model_cfg, key, &opts)?
-        .with_tokenizer(Tokenizer::Char(tokenizer.clone()));
+    let model_cfg = cfg.model.model_config(tokenizer.vocab_spec()?);
+    let model = initial_model(cfg, model_cfg, key, &opts)?.with_tokenizer(tokenizer.clone());
     let varmap = model.varmap().ok_or(DllmError::Config {
         key: "model",
         value: "frozen".into(),
@@ -360,7 +382,7 @@ mod tests {
     #[test]
     fn a_short_run_lowers_the_loss_saves_a_loadable_model_and_resumes() {
         let dir = tempfile::tempdir().unwrap();
-        let tok = CharTokenizer::new("abcdef=".chars()).unwrap();
+        let tok = crate::tokenizer::CharTokenizer::new("abcdef=".chars()).unwrap();
         let cfg = PretrainDllmConfig {
             model: TinyModelConfig {
                 d_model: 32,
@@ -391,8 +413,9 @@ mod tests {
                 .collect())
         };
         let half = PretrainDllmConfig { run: RunSettings { steps: 20, ..cfg.run }, ..cfg.clone() };
-        pretrain_dllm(&half, "", dir.path(), &Device::Cpu, &tok, data).unwrap();
-        let r = pretrain_dllm(&cfg, "", dir.path(), &Device::Cpu, &tok, data).unwrap();
+        let t = Tokenizer::Char(tok.clone());
+        pretrain_dllm(&half, "", dir.path(), &Device::Cpu, &t, data).unwrap();
+        let r = pretrain_dllm(&cfg, "", dir.path(), &Device::Cpu, &t, data).unwrap();
         let rows = drift_core::metrics::read_metrics(&r.run.metrics).unwrap();
         assert_eq!(rows.len(), 40, "the resumed run continues the metrics file");
         let mean = |r: std::ops::Range<usize>| {

@@ -18,11 +18,12 @@ use drift_dllm::grpo::{
     TaskScore,
 };
 use drift_dllm::model::{DiffusionLm, LoadOptions, ModelConfig};
-use drift_dllm::pretrain_run::{pretrain_dllm, PretrainDllmConfig, SftExample};
-use drift_dllm::tokenizer::{CharTokenizer, Tokenizer, CHAR_TOKENIZER_FILE};
+use drift_dllm::pretrain_run::{pretrain_dllm, PretrainDllmConfig, SftExample, TokenizerKind};
+use drift_dllm::tokenizer::bpe::train_bpe;
+use drift_dllm::tokenizer::{CharTokenizer, Tokenizer, CHAR_TOKENIZER_FILE, HF_TOKENIZER_FILE};
 use drift_dllm::DllmError;
 use drift_rewards::sandbox::SandboxConfig;
-use drift_rewards::worlds::code::{CodeItem, CodeWorld, CodeWorldConfig};
+use drift_rewards::worlds::code::{CodeItem, CodeSplit, CodeWorld, CodeWorldConfig};
 use drift_rewards::worlds::{Split, TextItem};
 use drift_samplers::dllm::{DecodeConfig, PositionRule};
 
@@ -38,17 +39,17 @@ pub fn code_world() -> Result<CodeWorld> {
 }
 
 /// One training example of the corpus format.
-fn example(tok: &CharTokenizer, item: &CodeItem) -> Result<SftExample, DllmError> {
+fn example(tok: &Tokenizer, item: &CodeItem) -> Result<SftExample, DllmError> {
     Ok(SftExample {
         prompt: tok.encode(&prompt_text(item))?,
         completion: tok.encode(&item.target())?,
     })
 }
 
-/// The longest target (in tokens) over every template of both splits, with the template.
-fn longest_target(world: &CodeWorld, tok: &CharTokenizer) -> Result<(usize, String)> {
+/// The longest target (in tokens) over every template of every split, with the template.
+fn longest_target(world: &CodeWorld, tok: &Tokenizer) -> Result<(usize, String)> {
     let mut best = (0, String::new());
-    for split in [Split::Train, Split::HeldOut] {
+    for split in CodeSplit::ALL {
         for (k, &t) in world.templates(split).iter().enumerate() {
             let item = world.item_of(t, format!("probe-{k}"), &mut seeded(k as u64));
             let n = tok.encode(&item.target())?.len();
@@ -58,6 +59,31 @@ fn longest_target(world: &CodeWorld, tok: &CharTokenizer) -> Result<(usize, Stri
         }
     }
     Ok(best)
+}
+
+/// The texts a BPE tokenizer is trained on: the prompt and the target of every train
+/// template, in template order (the held-out splits' texts are never seen).
+fn tokenizer_corpus(world: &CodeWorld) -> Vec<String> {
+    world
+        .templates(CodeSplit::Train)
+        .iter()
+        .enumerate()
+        .flat_map(|(k, &t)| {
+            let item = world.item_of(t, format!("corpus-{k}"), &mut seeded(k as u64));
+            [prompt_text(&item), item.target()]
+        })
+        .collect()
+}
+
+/// The tokenizer `kind` for the code corpus: drift's ASCII characters, or a BPE trained on
+/// [`tokenizer_corpus`].
+fn corpus_tokenizer(world: &CodeWorld, kind: TokenizerKind) -> Result<Tokenizer> {
+    Ok(match kind {
+        TokenizerKind::Char => Tokenizer::Char(CharTokenizer::ascii()),
+        TokenizerKind::Bpe(cfg) => Tokenizer::Hf(Box::new(
+            train_bpe(&tokenizer_corpus(world), &cfg).map_err(|e| super::usage(e.to_string()))?,
+        )),
+    })
 }
 
 fn seeded(k: u64) -> drift_core::rng::SplitMix64 {
@@ -70,7 +96,7 @@ pub fn pretrain(cmd: &super::RunCommand<'_>, dev: &Device) -> Result<()> {
     let (cfg, text): (PretrainDllmConfig, String) = cmd.load()?;
     cfg.validate().map_err(|e| super::usage(e.to_string()))?;
     let world = code_world()?;
-    let tok = CharTokenizer::ascii();
+    let tok = corpus_tokenizer(&world, cfg.tokenizer)?;
     let (longest, template) = longest_target(&world, &tok)?;
     if longest > cfg.completion_len {
         return Err(super::usage(format!(
@@ -107,16 +133,9 @@ pub fn train(cmd: &super::RunCommand<'_>, dev: &Device) -> Result<()> {
         Some(path) => user_task(path, &cfg.sandbox)?,
         None => CodeTask::with_sandbox(&cfg.sandbox).map_err(|e| super::usage(e.to_string()))?,
     };
-    if !cfg.base.join(CHAR_TOKENIZER_FILE).is_file() {
-        // The code task encodes prompts with drift's character tokenizer; without it the run
-        // would train and save a model that `drift eval dllm` refuses.
-        return Err(super::usage(format!(
-            "base model `base = {}` has no {CHAR_TOKENIZER_FILE}: the code world's prompts are \
-             encoded with drift's character tokenizer (pretrain a base with `drift pretrain \
-             dllm`)",
-            cfg.base.display()
-        )));
-    }
+    let task = task
+        .with_tokenizer(base_tokenizer(&cfg.base)?)
+        .map_err(|e| super::usage(format!("base model `base = {}`: {e}", cfg.base.display())))?;
     let model_cfg = ModelConfig::from_file(&cfg.base.join("config.json"))
         .map_err(|e| super::usage(format!("base model `base = {}`: {e}", cfg.base.display())))?;
     let mut probe = task.eval_items(cfg.eval_items);
@@ -138,19 +157,40 @@ pub fn train(cmd: &super::RunCommand<'_>, dev: &Device) -> Result<()> {
         rc.parts.group_size
     );
     super::print_stopped(&r.run, cfg.run.steps, "iteration");
-    outln!(
-        "held-out pass rate ({} items, greedy, {} steps): base {:.1}% -> trained {:.1}%",
-        r.trained.items,
-        cfg.eval_steps,
-        100.0 * r.base.pass_rate,
-        100.0 * r.trained.pass_rate
+    let headline = if task.is_user_data() { "held-out" } else { "held-out items" };
+    let sets = std::iter::once((headline, &r.base.main, &r.trained.main)).chain(
+        r.base.extra.iter().zip(&r.trained.extra).map(|((n, b), (_, t))| (n.as_str(), b, t)),
     );
-    outln!(
-        "held-out reward: base {:.4} -> trained {:.4}",
-        r.base.reward_mean,
-        r.trained.reward_mean
-    );
+    for (name, b, t) in sets {
+        outln!(
+            "{name} pass rate ({} items, greedy, {} steps): base {:.1}% -> trained {:.1}% \
+             (reward {:.4} -> {:.4})",
+            t.items,
+            cfg.eval_steps,
+            100.0 * b.pass_rate,
+            100.0 * t.pass_rate,
+            b.reward_mean,
+            t.reward_mean
+        );
+    }
     super::print_finished(&r.run)
+}
+
+/// The tokenizer saved in model folder `dir` (`tokenizer.json` or drift's character
+/// tokenizer file): the one the code task must encode prompts with.
+fn base_tokenizer(dir: &Path) -> Result<Tokenizer> {
+    for name in [HF_TOKENIZER_FILE, CHAR_TOKENIZER_FILE] {
+        let path = dir.join(name);
+        if path.is_file() {
+            return Tokenizer::from_file(&path).map_err(|e| super::usage(e.to_string()));
+        }
+    }
+    Err(super::usage(format!(
+        "model folder {} has neither {HF_TOKENIZER_FILE} nor {CHAR_TOKENIZER_FILE}: the \
+         code world's prompts are encoded with the model's own tokenizer (pretrain a base with \
+         `drift pretrain dllm`)",
+        dir.display()
+    )))
 }
 
 /// Refuses, before any work, a decode the model cannot take or this machine cannot hold:
@@ -204,9 +244,12 @@ fn user_task(path: &Path, sandbox: &SandboxConfig) -> Result<CodeTask> {
     CodeTask::from_file(path, sandbox).map_err(|e| super::usage(e.to_string()))
 }
 
-/// The completion region of the shipped code corpus: the longest code-world target (105
-/// tokens, `string/novowels/doublechars`) plus one EOS.
-pub const CODE_COMPLETION_LEN: usize = 106;
+/// The completion region of the code corpus for the model in `dir`: the longest code-world
+/// target in the model's tokens plus one EOS (106 for the character models, 38 for
+/// `dllm-code-v4`'s BPE) — what `drift eval dllm` and `drift sample dllm` decode by default.
+pub fn model_completion_len(dir: &Path) -> Result<usize> {
+    Ok(longest_target(&code_world()?, &base_tokenizer(dir)?)?.0 + 1)
+}
 
 /// How `drift eval dllm` decodes.
 #[derive(Debug, Clone)]
@@ -221,9 +264,10 @@ pub struct EvalOptions {
     pub steps: usize,
     /// Rows decoded together.
     pub batch: usize,
-    /// The split scored: held-out templates (the RL target) or the train templates (what
-    /// pretraining saw, a check of fit before generalisation).
-    pub split: Split,
+    /// The split scored: held-out items (new constants of trained shapes, the RL target),
+    /// held-out templates (unseen shapes) or the train templates (what pretraining saw, a
+    /// check of fit before generalisation).
+    pub split: CodeSplit,
     /// A user's problem file scored instead of the code world (every line, up to `n`).
     pub data: Option<PathBuf>,
     /// Where the tests run (`--sandbox`: the mode; the other values are the defaults).
@@ -325,21 +369,17 @@ fn eval_setup(
     model: &DiffusionLm,
     opts: &EvalOptions,
 ) -> Result<(CodeTask, Vec<CodeItem>, DecodeConfig)> {
-    if !matches!(model.tokenizer(), Some(Tokenizer::Char(_))) {
-        bail!("the model has no drift character tokenizer ({CHAR_TOKENIZER_FILE})");
-    }
-    let (task, items) = match &opts.data {
-        Some(path) => {
-            let task = user_task(path, &opts.sandbox)?;
-            let items = task.user_items().iter().take(opts.n).cloned().collect();
-            (task, items)
-        }
-        None => {
-            let task =
-                CodeTask::with_sandbox(&opts.sandbox).map_err(|e| super::usage(e.to_string()))?;
-            let items = task.world().items(opts.split, opts.n);
-            (task, items)
-        }
+    let Some(tok) = model.tokenizer().cloned() else {
+        bail!("the model has no tokenizer ({HF_TOKENIZER_FILE} or {CHAR_TOKENIZER_FILE})");
+    };
+    let task = match &opts.data {
+        Some(path) => user_task(path, &opts.sandbox)?,
+        None => CodeTask::with_sandbox(&opts.sandbox).map_err(|e| super::usage(e.to_string()))?,
+    };
+    let task = task.with_tokenizer(tok).map_err(|e| super::usage(e.to_string()))?;
+    let items = match &opts.data {
+        Some(_) => task.user_items().iter().take(opts.n).cloned().collect(),
+        None => task.world().items(opts.split, opts.n),
     };
     let cfg = DecodeConfig {
         gen_length: opts.gen_length,
@@ -451,8 +491,9 @@ mod tests {
         let bad = vec!["```python\ndef f(x):\n    return None\n```".to_string(); 4];
         let bad = scored(bad);
         assert!(bad.iter().all(|s| !s.passed && s.format == 1.0 && s.execution == 0.0), "{bad:?}");
-        let tok = CharTokenizer::ascii();
+        let tok = Tokenizer::Char(CharTokenizer::ascii());
         let longest = longest_target(&world, &tok).unwrap().0;
-        assert_eq!(CODE_COMPLETION_LEN, longest + 1);
+        // The character models' completion region, 106, is this plus one EOS.
+        assert_eq!(longest, 105);
     }
 }

@@ -7,7 +7,7 @@ use anyhow::{Context, Result};
 use candle_core::Device;
 use drift::core::rng::RngKey;
 use drift::dllm::model::{DiffusionLm, LoadOptions};
-use drift::dllm::tokenizer::{Tokenizer, BOS_ID, EOS_ID, PAD_ID};
+use drift::dllm::tokenizer::{BOS_ID, EOS_ID, PAD_ID};
 use drift::flow::grpo::rollout::initial_noise;
 use drift::flow::grpo::task::tensor_to_images;
 use drift::flow::grpo::{ImageTask, ShapesTask};
@@ -67,8 +67,8 @@ pub fn dllm(model_dir: &Path, prompts: &[String], s: &DllmSampling, dev: &Device
     super::existing_dir(model_dir, "--model")?;
     let load = LoadOptions { device: dev.clone(), ..LoadOptions::frozen() };
     let model = DiffusionLm::from_dir(model_dir, &load)?;
-    let Some(Tokenizer::Char(tok)) = model.tokenizer().cloned() else {
-        anyhow::bail!("{}: no drift character tokenizer to encode the prompt", model_dir.display());
+    let Some(tok) = model.tokenizer().cloned() else {
+        anyhow::bail!("{}: no tokenizer to encode the prompt", model_dir.display());
     };
     let mut ids = Vec::new();
     for p in prompts {

@@ -24,5 +24,5 @@ pub use eval::{
 };
 pub use rollout::{sample_batch, RolloutBatch};
 pub use task::{CodeTask, TaskScore, TextTask};
-pub use trainer::{train_dllm_grpo, DllmGrpoReport};
+pub use trainer::{train_dllm_grpo, DllmGrpoReport, Evaluation};
 pub use update::{batch_log_probs, update, UpdateReport};

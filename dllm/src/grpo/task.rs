@@ -6,12 +6,12 @@ use drift_core::rng::SplitMix64;
 use drift_rewards::pool::{Pool, PoolConfig};
 use drift_rewards::reward::TextSample;
 use drift_rewards::sandbox::SandboxConfig;
-use drift_rewards::worlds::code::{CodeItem, CodeWorld, CodeWorldConfig};
+use drift_rewards::worlds::code::{CodeItem, CodeSplit, CodeWorld, CodeWorldConfig};
 use drift_rewards::worlds::code::{CodeReward, CodeRewardConfig};
 use drift_rewards::worlds::{Split, TextItem};
 
 use crate::error::{DllmError, Result};
-use crate::tokenizer::{CharTokenizer, BOS_ID, EOS_ID};
+use crate::tokenizer::{CharTokenizer, Tokenizer, BOS_ID, EOS_ID};
 
 /// One scored completion.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -35,8 +35,14 @@ pub trait TextTask {
     /// Train item `index` of the stream under `seed` (a pure function, so a resumed run sees
     /// the same prompts).
     fn train_item(&self, seed: u64, index: u64) -> Self::Item;
-    /// The first `n` held-out items.
+    /// The first `n` held-out items: the set the run's headline evaluation scores.
     fn eval_items(&self, n: usize) -> Vec<Self::Item>;
+    /// Further held-out sets reported beside [`TextTask::eval_items`], by name (the first
+    /// `n` items of each); none by default.
+    fn extra_eval_sets(&self, n: usize) -> Vec<(&'static str, Vec<Self::Item>)> {
+        let _ = n;
+        Vec::new()
+    }
     /// The prompt token ids the model is given (specials included, e.g. BOS).
     fn prompt_ids(&self, item: &Self::Item) -> Result<Vec<u32>>;
     /// The decoded text of completion token ids (up to the first EOS).
@@ -47,11 +53,14 @@ pub trait TextTask {
 
 /// The shipped code world (spec → one-line Python function in a fenced block, rewarded by
 /// running its tests in the sandbox) in drift's corpus format: prompt `BOS spec\n`,
-/// completion the fenced solution then EOS, through the ASCII character tokenizer — exactly
-/// what `drift pretrain dllm` trains on.
+/// completion the fenced solution then EOS, through the model's tokenizer (the ASCII
+/// character tokenizer until [`CodeTask::with_tokenizer`]) — exactly what `drift pretrain
+/// dllm` trains on. Its train stream is the world's train split; it evaluates on the
+/// held-out items (new constants of trained shapes) and reports the held-out templates
+/// (unseen shapes) beside them.
 pub struct CodeTask {
     world: CodeWorld,
-    tokenizer: CharTokenizer,
+    tokenizer: Tokenizer,
     reward: Arc<CodeReward>,
     pool: Pool,
     /// A user's problems ([`CodeTask::from_file`]), replacing the world's items when set.
@@ -84,7 +93,7 @@ impl CodeTask {
         };
         Ok(Self {
             world: CodeWorld::new(CodeWorldConfig::default()).map_err(err)?,
-            tokenizer: CharTokenizer::ascii(),
+            tokenizer: Tokenizer::Char(CharTokenizer::ascii()),
             reward: Arc::new(
                 CodeReward::new(&CodeRewardConfig {
                     sandbox: sandbox.clone(),
@@ -131,6 +140,27 @@ impl CodeTask {
         Ok(task)
     }
 
+    /// The task with prompts encoded and completions decoded by `tokenizer` (the model's);
+    /// errors when a `tokenizer.json` does not declare drift's special ids, or when a user
+    /// problem's prompt cannot be encoded.
+    pub fn with_tokenizer(mut self, tokenizer: Tokenizer) -> Result<Self> {
+        tokenizer.vocab_spec()?;
+        self.tokenizer = tokenizer;
+        for item in self.user_items() {
+            self.tokenizer.encode(&Self::prompt_text(item)).map_err(|e| DllmError::Config {
+                key: "data",
+                value: format!("problem `{}`", item.id),
+                expected: format!("a prompt the model's tokenizer can encode: {e}"),
+            })?;
+        }
+        Ok(self)
+    }
+
+    /// The task's tokenizer.
+    pub fn tokenizer(&self) -> &Tokenizer {
+        &self.tokenizer
+    }
+
     /// Whether the task's problems come from a user's file.
     pub fn is_user_data(&self) -> bool {
         self.user.is_some()
@@ -165,11 +195,24 @@ impl TextTask for CodeTask {
         self.world.item(Split::Train, seed.wrapping_mul(1_000_003).wrapping_add(index))
     }
 
-    /// The first `n` held-out items; for a user's file, its held-out problems (at most `n`).
+    /// The first `n` held-out items: for the world, its held-out items (new constants of
+    /// trained shapes); for a user's file, its held-out problems (at most `n`).
     fn eval_items(&self, n: usize) -> Vec<CodeItem> {
         match &self.user {
             Some(user) => user.held_out.iter().take(n).cloned().collect(),
-            None => self.world.items(Split::HeldOut, n),
+            None => self.world.items(CodeSplit::HeldOutItems, n),
+        }
+    }
+
+    /// For the world, its held-out templates (shapes never trained on); none for a user's
+    /// file.
+    fn extra_eval_sets(&self, n: usize) -> Vec<(&'static str, Vec<CodeItem>)> {
+        match &self.user {
+            Some(_) => Vec::new(),
+            None => vec![(
+                CodeSplit::HeldOutTemplates.name(),
+                self.world.items(CodeSplit::HeldOutTemplates, n),
+            )],
         }
     }
 

@@ -20,18 +20,31 @@ use crate::model::{DiffusionLm, LoadOptions};
 /// What a run produced.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct DllmGrpoReport {
-    /// The base model's held-out evaluation.
-    pub base: EvalReport,
+    /// The base model's held-out evaluation (the task's `eval_items`), with the task's
+    /// further held-out sets.
+    pub base: Evaluation,
     /// The trained model's.
-    pub trained: EvalReport,
+    pub trained: Evaluation,
     /// The iteration reached, wall time, `metrics.jsonl` and `curves.png`.
     #[serde(flatten)]
     pub run: Finished,
 }
 
-/// The curves plotted at the end.
+/// The curves plotted at the end (with `eval/<set>/pass_rate` of each further held-out set
+/// after `eval/pass_rate`).
 pub const CURVE_KEYS: &[&str] =
     &["reward/mean", "train/pass_rate", "eval/pass_rate", "loss/kl", "clip/frac", "grad/norm"];
+
+/// One evaluation: the headline held-out set and the task's further sets by name.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Evaluation {
+    /// The task's `eval_items`.
+    #[serde(flatten)]
+    pub main: EvalReport,
+    /// The task's `extra_eval_sets`, in order.
+    #[serde(default)]
+    pub extra: Vec<(String, EvalReport)>,
+}
 
 fn io_err(path: &Path, e: impl ToString) -> DllmError {
     DllmError::Io { path: path.to_path_buf(), source: std::io::Error::other(e.to_string()) }
@@ -69,13 +82,28 @@ fn reference_weights(
     reference.weights().iter().map(|(n, t)| (n.clone(), t.clone())).collect()
 }
 
-fn run_eval<T: TextTask>(m: &Models, task: &T, cfg: &DllmGrpoConfig) -> Result<EvalReport> {
-    let items = task.eval_items(cfg.eval_items);
-    Ok(evaluate(&m.view, task, &items, &cfg.decode, cfg.eval_steps, 32)?.0)
+fn run_eval<T: TextTask>(m: &Models, task: &T, cfg: &DllmGrpoConfig) -> Result<Evaluation> {
+    let score = |items: &[T::Item]| -> Result<EvalReport> {
+        Ok(evaluate(&m.view, task, items, &cfg.decode, cfg.eval_steps, 32)?.0)
+    };
+    let main = score(&task.eval_items(cfg.eval_items))?;
+    let extra = task
+        .extra_eval_sets(cfg.eval_items)
+        .into_iter()
+        .map(|(name, items)| Ok((name.to_string(), score(&items)?)))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Evaluation { main, extra })
 }
 
-fn log_eval(run: &mut Run, step: u64, r: &EvalReport) -> Result<()> {
-    Ok(run.log(step, &[("eval/pass_rate", r.pass_rate), ("eval/reward_mean", r.reward_mean)])?)
+fn log_eval(run: &mut Run, step: u64, r: &Evaluation) -> Result<()> {
+    let mut values =
+        vec![("eval/pass_rate".to_string(), r.main.pass_rate), ("eval/reward_mean".into(), r.main.reward_mean)];
+    for (name, e) in &r.extra {
+        values.push((format!("eval/{name}/pass_rate"), e.pass_rate));
+        values.push((format!("eval/{name}/reward_mean"), e.reward_mean));
+    }
+    let values: Vec<(&str, f64)> = values.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+    Ok(run.log(step, &values)?)
 }
 
 /// Runs the recipe of `cfg` on `task` into `run_dir` (resuming from its newest valid
@@ -109,23 +137,24 @@ pub fn train_dllm_grpo<T: TextTask>(
             base
         }
     };
-    run.set_extra(serde_json::to_value(base).map_err(|e| io_err(run_dir, e))?);
+    run.set_extra(serde_json::to_value(&base).map_err(|e| io_err(run_dir, e))?);
     if cfg.ref_refresh_every > 0 {
         run.set_extra_tensors(REFERENCE_FILE, reference_weights(&m.reference));
     }
-    let mut last_eval = base;
+    let mut last_pass = base.main.pass_rate;
     for step in run.steps() {
         let figures = iteration(&mut m, task, &rc, step, &mut run)?;
         let end = run.end_of(step);
         if end.eval_due {
-            last_eval = run_eval(&m, task, cfg)?;
-            log_eval(&mut run, step + 1, &last_eval)?;
+            let e = run_eval(&m, task, cfg)?;
+            log_eval(&mut run, step + 1, &e)?;
+            last_pass = e.main.pass_rate;
         }
         if cfg.ref_refresh_every > 0 && (step + 1) % cfg.ref_refresh_every == 0 {
             m.reference = m.policy.frozen_copy()?;
             run.set_extra_tensors(REFERENCE_FILE, reference_weights(&m.reference));
         }
-        let figures = [figures[0], figures[1], ("eval_pass", last_eval.pass_rate)];
+        let figures = [figures[0], figures[1], ("eval_pass", last_pass)];
         if run.close_step(step, end, &m.opt, &figures)?.is_break() {
             break;
         }
@@ -135,7 +164,11 @@ pub fn train_dllm_grpo<T: TextTask>(
     log_eval(&mut run, last, &trained)?;
     let model_dir = run.model_dir();
     m.policy.save_pretrained(&model_dir)?;
-    let finished = run.finish(CURVE_KEYS)?;
+    let extra: Vec<String> =
+        trained.extra.iter().map(|(name, _)| format!("eval/{name}/pass_rate")).collect();
+    let mut keys: Vec<&str> = CURVE_KEYS.to_vec();
+    keys.splice(3..3, extra.iter().map(String::as_str));
+    let finished = run.finish(&keys)?;
     let report = DllmGrpoReport { base, trained, run: finished };
     write_json(&run_dir.join("summary.json"), &report)?;
     Ok(report)

@@ -1,5 +1,6 @@
 //! Tokenizers: a Hugging Face `tokenizer.json` (through the tokenizers crate) for downloaded
-//! checkpoints, and drift's character-level tokenizer for the shipped toy tasks.
+//! checkpoints and for drift's shipped models (a byte-level BPE trained by [`bpe`]), and
+//! drift's character-level tokenizer, kept for unit tests and the older shipped models.
 //!
 //! **Character tokenizer file format** ([`CHAR_TOKENIZER_FILE`], a small JSON file of drift's
 //! own, saved next to config.json):
@@ -10,6 +11,8 @@
 //! ```
 //! Ids `0..4` are the special tokens in that order; symbol `k` has id `4 + k`. Every symbol is
 //! one Unicode scalar value; text is encoded character by character with no normalisation.
+
+pub mod bpe;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -187,6 +190,30 @@ impl Tokenizer {
         let tok = tokenizers::Tokenizer::from_file(path)
             .map_err(|e| DllmError::Tokenizer { path: path.into(), message: e.to_string() })?;
         Ok(Tokenizer::Hf(Box::new(tok)))
+    }
+
+    /// Number of ids (the logits' width a model needs), special tokens included.
+    pub fn vocab_size(&self) -> usize {
+        match self {
+            Tokenizer::Char(t) => t.vocab_size(),
+            Tokenizer::Hf(t) => t.get_vocab_size(true),
+        }
+    }
+
+    /// Vocabulary size and drift's special ids (pad 0, mask 1, bos 2, eos 3), for writing a
+    /// model config; errors when a `tokenizer.json` declares other special ids
+    /// ([`bpe::check_specials`]).
+    pub fn vocab_spec(&self) -> Result<VocabSpec> {
+        if let Tokenizer::Hf(t) = self {
+            bpe::check_specials(t, "tokenizer.json")?;
+        }
+        Ok(VocabSpec {
+            vocab_size: self.vocab_size(),
+            mask_id: MASK_ID,
+            pad_id: PAD_ID,
+            bos_id: BOS_ID,
+            eos_id: EOS_ID,
+        })
     }
 
     /// Token ids of `text` (no special tokens added).
