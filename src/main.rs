@@ -44,7 +44,7 @@ const AFTER_HELP: &str = "\
 Examples:
   drift train flow                                   # the main job: Flow-GRPO on the shapes world
   drift train dllm --set recipe=espo --set steps=20  # a dLLM recipe on the code world
-  drift sample dllm --model examples/checkpoints/dllm-code-v3 --prompt 'the sum of the even elements of xs'
+  drift sample dllm --model examples/checkpoints/dllm-code-v4 --prompt 'Write a Python function f(xs) that returns the sum of the even numbers in xs.'
   drift sample flow --model examples/checkpoints/flow-shapes-v2 --prompt 'a red circle left of a square' --out grid.png
   drift plot runs/flow-grpo/metrics.jsonl --keys reward/mean,clip/frac --out curves.png
   drift bench flow
@@ -191,9 +191,9 @@ enum SampleCmd {
     ///
     /// The prompt is given in drift's corpus format (`BOS prompt\n`), as pretraining saw it.
     ///
-    /// Example: drift sample dllm --model examples/checkpoints/dllm-code-v3 --prompt 'the sum of the even elements of xs' --n 2 --temperature 0.7
+    /// Example: drift sample dllm --model examples/checkpoints/dllm-code-v4 --prompt 'Write a Python function f(xs) that returns the sum of the even numbers in xs.' --n 2 --temperature 0.7
     Dllm {
-        /// Model directory (config.json + model.safetensors + drift_char_tokenizer.json).
+        /// Model directory (config.json + model.safetensors + tokenizer.json or drift_char_tokenizer.json).
         #[arg(long)]
         model: PathBuf,
         /// A prompt (repeatable).
@@ -275,7 +275,7 @@ enum PretrainCmd {
     },
     /// Masked-diffusion SFT pretraining of a tiny dLLM on the code world's train split.
     ///
-    /// Example: drift pretrain dllm --config examples/configs/pretrain_dllm_code.toml --out runs/dllm-code --set steps=200
+    /// Example: drift pretrain dllm --config examples/configs/pretrain_dllm_code_v4.toml --out runs/dllm-code --set run.steps=200
     Dllm {
         /// TOML config (every field optional; defaults documented in drift_dllm::pretrain_run).
         #[arg(long)]
@@ -327,9 +327,9 @@ enum EvalCmd {
     /// Held-out pass rate of a dLLM on the code world: greedy low-confidence decoding of the
     /// held-out specs, scored by the sandboxed code reward (all tests pass = a pass).
     ///
-    /// Example: drift eval dllm --model examples/checkpoints/dllm-code-v3 --n 64 --split train
+    /// Example: drift eval dllm --model examples/checkpoints/dllm-code-v4 --n 64 --split held_out_templates
     Dllm {
-        /// Model directory (config.json + model.safetensors + drift_char_tokenizer.json).
+        /// Model directory (config.json + model.safetensors + tokenizer.json or drift_char_tokenizer.json).
         #[arg(long)]
         model: PathBuf,
         /// Items scored (the first N of --split).
@@ -444,11 +444,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             cli::existing_dir(&model, "--model")?;
             let (gen_length, block_length, steps) = canvas.resolve(&model)?;
             use drift::rewards::worlds::code::CodeSplit;
-            let split = CodeSplit::ALL.into_iter().find(|s| s.name() == split).ok_or_else(|| {
-                cli::usage(format!(
-                    "--split {split:?}: expected held_out_items, held_out_templates or train"
-                ))
-            })?;
+            let split =
+                CodeSplit::ALL.into_iter().find(|s| s.name() == split).ok_or_else(|| {
+                    cli::usage(format!(
+                        "--split {split:?}: expected held_out_items, held_out_templates or train"
+                    ))
+                })?;
             if !(temperature.is_finite() && temperature >= 0.0) {
                 return Err(cli::usage(format!("--temperature {temperature}: expected >= 0")));
             }

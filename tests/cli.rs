@@ -248,7 +248,7 @@ fn pretrain_dllm_names_a_bad_key_a_bad_value_and_a_short_completion() {
     let (code, text) = drift(&["pretrain", "dllm", "--out", out, "--set", "batch=0"]);
     assert_eq!(code, 2, "{text}");
     assert!(text.contains("batch"), "{text}");
-    let (code, text) = drift(&["pretrain", "dllm", "--out", out, "--set", "completion_len=50"]);
+    let (code, text) = drift(&["pretrain", "dllm", "--out", out, "--set", "completion_len=20"]);
     assert_eq!(code, 2, "{text}");
     assert!(text.contains("completion_len"), "{text}");
     let (code, text) = drift(&["eval", "dllm", "--model", "/no/such/model"]);

@@ -96,8 +96,10 @@ fn run_eval<T: TextTask>(m: &Models, task: &T, cfg: &DllmGrpoConfig) -> Result<E
 }
 
 fn log_eval(run: &mut Run, step: u64, r: &Evaluation) -> Result<()> {
-    let mut values =
-        vec![("eval/pass_rate".to_string(), r.main.pass_rate), ("eval/reward_mean".into(), r.main.reward_mean)];
+    let mut values = vec![
+        ("eval/pass_rate".to_string(), r.main.pass_rate),
+        ("eval/reward_mean".into(), r.main.reward_mean),
+    ];
     for (name, e) in &r.extra {
         values.push((format!("eval/{name}/pass_rate"), e.pass_rate));
         values.push((format!("eval/{name}/reward_mean"), e.reward_mean));

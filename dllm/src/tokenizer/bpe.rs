@@ -21,7 +21,8 @@ use crate::error::{DllmError, Result};
 
 /// The special tokens' text, in id order (pad, mask, bos, eos). The mask and the
 /// start/end names are LLaDA's.
-pub const SPECIAL_TOKENS: [&str; 4] = ["<|pad|>", "<|mdm_mask|>", "<|startoftext|>", "<|endoftext|>"];
+pub const SPECIAL_TOKENS: [&str; 4] =
+    ["<|pad|>", "<|mdm_mask|>", "<|startoftext|>", "<|endoftext|>"];
 
 /// How a BPE tokenizer is trained.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -102,7 +103,9 @@ mod tests {
 
     fn corpus() -> Vec<String> {
         (0..40)
-            .map(|k| format!("def f(xs):\n    return sum(x + {} for x in xs if x > {})\n", k % 7, k % 5))
+            .map(|k| {
+                format!("def f(xs):\n    return sum(x + {} for x in xs if x > {})\n", k % 7, k % 5)
+            })
             .collect()
     }
 

@@ -483,7 +483,12 @@ mod tests {
 
     #[test]
     fn python_semantics() {
-        assert!(Filter::Odd.keep(-3) && !Filter::Even.keep(-3) && Filter::MultOf(3).keep(-6) && !Filter::MultOf(4).keep(-6));
+        assert!(
+            Filter::Odd.keep(-3)
+                && !Filter::Even.keep(-3)
+                && Filter::MultOf(3).keep(-6)
+                && !Filter::MultOf(4).keep(-6)
+        );
         assert_eq!(StrOp::Title.apply("hELLO wORld x"), "Hello World X");
         assert_eq!(StrOp::Swapcase.apply("aB c"), "Ab C");
         assert_eq!(StrOp::Sort.apply("ba A"), " Aab");
