@@ -102,13 +102,7 @@ impl CharTokenizer {
 
     /// Vocabulary size and special ids, for writing a model config.
     pub fn vocab_spec(&self) -> VocabSpec {
-        VocabSpec {
-            vocab_size: self.vocab_size(),
-            mask_id: MASK_ID,
-            pad_id: PAD_ID,
-            bos_id: BOS_ID,
-            eos_id: EOS_ID,
-        }
+        drift_vocab_spec(self.vocab_size())
     }
 
     /// The ids of `text`, one per character; an unknown character is an error naming it.
@@ -171,6 +165,11 @@ impl CharTokenizer {
     }
 }
 
+/// `vocab_size` ids with drift's special ids (pad 0, mask 1, bos 2, eos 3).
+fn drift_vocab_spec(vocab_size: usize) -> VocabSpec {
+    VocabSpec { vocab_size, mask_id: MASK_ID, pad_id: PAD_ID, bos_id: BOS_ID, eos_id: EOS_ID }
+}
+
 /// Either kind of tokenizer.
 #[derive(Debug, Clone)]
 pub enum Tokenizer {
@@ -207,13 +206,7 @@ impl Tokenizer {
         if let Tokenizer::Hf(t) = self {
             bpe::check_specials(t, "tokenizer.json")?;
         }
-        Ok(VocabSpec {
-            vocab_size: self.vocab_size(),
-            mask_id: MASK_ID,
-            pad_id: PAD_ID,
-            bos_id: BOS_ID,
-            eos_id: EOS_ID,
-        })
+        Ok(drift_vocab_spec(self.vocab_size()))
     }
 
     /// Token ids of `text` (no special tokens added).
