@@ -14,6 +14,11 @@
 //! prompt length 0 and every position a completion token it equals LLaDA's pretraining loss
 //! `Σ CE/t / (B · T)`. It is an upper bound on the negative log-likelihood per token.
 //!
+//! [`LossWeighting::Flat`] drops the `1/t_b` (each masked token weighs `1/(L_b · B)`, the
+//! masked-token cross-entropy of BERT / MaskGIT): no longer a likelihood bound, but the
+//! rare rows with small `t_b` no longer carry gradients `1/t_b` times larger than the rest, and
+//! the high-`t` predictions that start every decode get the larger share of the loss.
+//!
 //! Randomness comes only from the [`RngKey`]: row `b` of the batch is global row
 //! `key.row + b`, and its `t` and mask are drawn under that row's key
 //! (streams `"mdm_t"` and `"mdm_mask"`), so a row gets the same mask whatever micro-batch it
@@ -50,6 +55,33 @@ use crate::error::{DllmError, Result};
 
 /// The default lower bound ε of the masking ratio (LLaDA's `eps = 1e-3`).
 pub const DEFAULT_EPS: f32 = 1e-3;
+
+/// How masked tokens are weighted in the objective (module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LossWeighting {
+    /// `1 / (t_b · L_b · B)`: LLaDA's Eq. 3, an upper bound on the NLL. The default.
+    #[default]
+    InverseT,
+    /// `1 / (L_b · B)`: masked-token cross-entropy without the `1/t` factor.
+    Flat,
+}
+
+/// The objective's settings beside the batch: ε and the [`LossWeighting`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MdmObjective {
+    /// Lower bound ε of `t ~ U(ε, 1)`.
+    pub eps: f32,
+    /// How masked tokens are weighted.
+    pub weighting: LossWeighting,
+}
+
+impl Default for MdmObjective {
+    /// LLaDA's: ε = [`DEFAULT_EPS`], `1/t` weights.
+    fn default() -> Self {
+        Self { eps: DEFAULT_EPS, weighting: LossWeighting::InverseT }
+    }
+}
 
 /// The random part of one objective evaluation, on the host.
 #[derive(Debug, Clone, PartialEq)]
@@ -100,18 +132,23 @@ pub fn masked_diffusion_loss<M: MaskPredictor + ?Sized>(
     completion_mask: &Tensor,
     key: RngKey,
 ) -> Result<Tensor> {
-    masked_diffusion_loss_with(model, ids, prompt_lens, completion_mask, key, DEFAULT_EPS)
+    let objective = MdmObjective::default();
+    masked_diffusion_loss_with(model, ids, prompt_lens, completion_mask, None, key, objective)
 }
 
-/// [`masked_diffusion_loss`] with an explicit ε.
+/// [`masked_diffusion_loss`] with an attention mask `[B, T]` (0 hides a key, e.g. left
+/// padding; `None` shows every position) passed to the model, and an explicit ε and
+/// [`LossWeighting`].
 pub fn masked_diffusion_loss_with<M: MaskPredictor + ?Sized>(
     model: &M,
     ids: &Tensor,
     prompt_lens: &[usize],
     completion_mask: &Tensor,
+    attention_mask: Option<&Tensor>,
     key: RngKey,
-    eps: f32,
+    objective: MdmObjective,
 ) -> Result<Tensor> {
+    let MdmObjective { eps, weighting } = objective;
     let (b, t) = ids.dims2().map_err(|_| shape_err("ids", ids, "[B, T]"))?;
     if completion_mask.dims() != [b, t] {
         return Err(shape_err("completion_mask", completion_mask, "the shape of ids"));
@@ -131,7 +168,7 @@ pub fn masked_diffusion_loss_with<M: MaskPredictor + ?Sized>(
         .map(|r| r.into_iter().map(|v| v != 0).collect())
         .collect();
     let draws = draw_masks(key, prompt_lens, &completion, t, eps)?;
-    let weights = loss_weights(&draws, &completion, prompt_lens);
+    let weights = loss_weights(&draws, &completion, prompt_lens, weighting);
 
     let dev = ids.device();
     let ids = ids.to_dtype(DType::U32)?;
@@ -142,18 +179,20 @@ pub fn masked_diffusion_loss_with<M: MaskPredictor + ?Sized>(
     )?;
     let mask_ids = Tensor::full(model.mask_id(), (b, t), dev)?;
     let noisy = masked.where_cond(&mask_ids, &ids)?;
-    let logits = model.logits(&noisy, None)?.to_dtype(DType::F32)?;
+    let logits = model.logits(&noisy, attention_mask)?.to_dtype(DType::F32)?;
     let logp = ops::log_softmax_last_dim(&logits)?;
     let token_lp = logp.gather(&ids.unsqueeze(D::Minus1)?, D::Minus1)?.squeeze(D::Minus1)?;
     let w = Tensor::from_vec(weights, (b, t), dev)?;
     Ok((token_lp * w)?.sum_all()?.neg()?)
 }
 
-/// Per-position weights `[masked] / (t_b · L_b · B)`, flattened row-major.
+/// Per-position weights `[masked] / (t_b · L_b · B)` (or `[masked] / (L_b · B)` when flat),
+/// flattened row-major.
 fn loss_weights(
     draws: &DiffusionMasks,
     completion: &[Vec<bool>],
     prompt_lens: &[usize],
+    weighting: LossWeighting,
 ) -> Vec<f32> {
     let b = draws.t.len() as f32;
     draws
@@ -164,6 +203,10 @@ fn loss_weights(
         .zip(&draws.t)
         .flat_map(|(((m, comp), &p), &t)| {
             let len = comp.iter().enumerate().filter(|&(j, &c)| c && j >= p).count().max(1);
+            let t = match weighting {
+                LossWeighting::InverseT => t,
+                LossWeighting::Flat => 1.0,
+            };
             let scale = 1.0 / (t * len as f32 * b);
             m.iter().map(move |&on| if on { scale } else { 0.0 })
         })

@@ -23,9 +23,11 @@ use drift_core::rng::RngKey;
 use drift_core::train::{Finished, OptimConfig, Optimizer, ParamSet, Run, RunSettings, TailMean};
 use serde::{Deserialize, Serialize};
 
+use drift_samplers::dllm::Padding;
+
 use crate::error::{DllmError, Result};
 use crate::model::{DiffusionLm, LoadOptions, ModelConfig, TinySpec, VocabSpec};
-use crate::pretrain::masked_diffusion_loss_with;
+use crate::pretrain::{masked_diffusion_loss_with, LossWeighting, MdmObjective};
 use crate::tokenizer::bpe::BpeConfig;
 use crate::tokenizer::{Tokenizer, BOS_ID, EOS_ID, PAD_ID};
 
@@ -107,6 +109,15 @@ pub struct PretrainDllmConfig {
     pub completion_len: usize,
     /// Lower bound ε of the masking ratio `t ~ U(ε, 1)`. Default 1e-3 (LLaDA).
     pub mask_eps: f32,
+    /// How masked tokens are weighted: `"inverse_t"` (LLaDA's `1/t`, the default) or
+    /// `"flat"` ([`LossWeighting`]).
+    pub weighting: LossWeighting,
+    /// How the left padding of shorter prompts is shown to the model: `"masked"` (hidden by
+    /// the attention mask, so a row's output does not depend on its batch neighbours and one
+    /// prompt alone decodes as in training; the default) or `"visible"` (seen as ordinary
+    /// tokens, how `dllm-code-v0`…`v4` were trained). Saved as config.json's
+    /// `"drift_padding"`, which every decode and evaluation of the model follows.
+    pub padding: Padding,
     /// Length, seed (initialisation, data, masks), checkpoints and budget: `[run]`. Defaults:
     /// 2000 optimizer steps, seed 0, a checkpoint every 250 steps, 2 kept, no time limit.
     pub run: RunSettings,
@@ -145,6 +156,8 @@ impl Default for PretrainDllmConfig {
             batch: 32,
             completion_len: 96,
             mask_eps: crate::pretrain::DEFAULT_EPS,
+            weighting: LossWeighting::default(),
+            padding: Padding::Masked,
             run: RunSettings { steps: 2000, checkpoint_every: 250, ..RunSettings::default() },
             init_from: None,
             tokenizer: TokenizerKind::default(),
@@ -192,6 +205,8 @@ pub struct SftBatch {
     pub prompt_lens: Vec<usize>,
     /// `[B, P + completion_len]` u8: 1 on the completion region.
     pub completion_mask: Tensor,
+    /// `[B, P + completion_len]` u8: 0 on left padding, 1 elsewhere.
+    pub attention_mask: Tensor,
 }
 
 /// The prompt part of a row: `[PAD; width − 1 − len] BOS prompt`, `width ≥ 1 + len`.
@@ -223,17 +238,19 @@ impl SftBatch {
     pub fn new(examples: &[SftExample], completion_len: usize, device: &Device) -> Result<Self> {
         let p = 1 + examples.iter().map(|e| e.prompt.len()).max().unwrap_or(0);
         let t = p + completion_len;
-        let (mut ids, mut comp) = (Vec::with_capacity(examples.len() * t), Vec::new());
+        let (mut ids, mut comp, mut att) = (Vec::with_capacity(examples.len() * t), vec![], vec![]);
         for e in examples {
             ids.extend(left_padded_prompt(&e.prompt, p));
             ids.extend(eos_filled(&e.completion, completion_len)?);
             comp.extend((0..t).map(|j| u8::from(j >= p)));
+            att.extend((0..t).map(|j| u8::from(j + 1 + e.prompt.len() >= p)));
         }
         let b = examples.len();
         Ok(Self {
             ids: Tensor::from_vec(ids, (b, t), device)?,
             prompt_lens: vec![p; b],
             completion_mask: Tensor::from_vec(comp, (b, t), device)?,
+            attention_mask: Tensor::from_vec(att, (b, t), device)?,
         })
     }
 
@@ -296,7 +313,7 @@ pub fn pretrain_dllm(
     let start = Instant::now();
     let key = RngKey::new(cfg.run.seed);
     let opts = LoadOptions { device: device.clone(), ..LoadOptions::trainable() };
-    let model_cfg = cfg.model.model_config(tokenizer.vocab_spec()?);
+    let model_cfg = cfg.model.model_config(tokenizer.vocab_spec()?).with_padding(cfg.padding);
     let model = initial_model(cfg, model_cfg, key, &opts)?.with_tokenizer(tokenizer.clone());
     let varmap = model.varmap().ok_or(DllmError::Config {
         key: "model",
@@ -315,8 +332,9 @@ pub fn pretrain_dllm(
             &batch.ids,
             &batch.prompt_lens,
             &batch.completion_mask,
+            (cfg.padding == Padding::Masked).then_some(&batch.attention_mask),
             key.stream("mask").step(step),
-            cfg.mask_eps,
+            MdmObjective { eps: cfg.mask_eps, weighting: cfg.weighting },
         )?;
         let (value, report) = opt.minimize(&loss)?;
         if let Some(reason) = report.skipped {
@@ -375,8 +393,32 @@ mod tests {
         assert_eq!(b.prompt_lens, [4, 4]);
         let comp = b.completion_mask.to_vec2::<u8>().unwrap();
         assert_eq!(comp[1], [0, 0, 0, 0, 1, 1, 1, 1]);
+        let att = b.attention_mask.to_vec2::<u8>().unwrap();
+        assert_eq!(att[0], [1; 8]);
+        assert_eq!(att[1], [0, 0, 1, 1, 1, 1, 1, 1]);
         let err = SftBatch::new(&examples(), 2, &Device::Cpu).unwrap_err().to_string();
         assert!(err.contains("completion_len = 2"), "{err}");
+    }
+
+    #[test]
+    fn with_masked_padding_a_row_decodes_as_it_would_alone() {
+        use candle_core::IndexOp;
+        let tok = crate::tokenizer::CharTokenizer::ascii();
+        let cfg = crate::model::TinySize::Nano.spec().llada(tok.vocab_spec());
+        let model = DiffusionLm::init(cfg, RngKey::new(5), &LoadOptions::frozen()).unwrap();
+        let both = SftBatch::new(&examples(), 4, &Device::Cpu).unwrap();
+        let alone = SftBatch::new(&examples()[1..], 4, &Device::Cpu).unwrap();
+        let logits = |b: &SftBatch, att: bool| {
+            model.position_logits(&b.ids, att.then_some(&b.attention_mask)).unwrap()
+        };
+        let solo = logits(&alone, false).i(0).unwrap();
+        // Row 1 has two padding columns in the pair: its real columns 2..8 are `alone`'s 0..6.
+        let gap = |att| {
+            let row = logits(&both, att).i((1, 2..8)).unwrap();
+            (row - &solo).unwrap().abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap()
+        };
+        assert!(gap(true) < 1e-4, "masked padding changed the row by {}", gap(true));
+        assert!(gap(false) > 1e-3, "visible padding should change it (else the test is blind)");
     }
 
     #[test]
@@ -424,6 +466,7 @@ mod tests {
         assert!(mean(30..40) < mean(0..10), "{} -> {}", mean(0..10), mean(30..40));
         let back = DiffusionLm::from_dir(&r.run.model_dir, &LoadOptions::frozen()).unwrap();
         assert!(matches!(back.tokenizer(), Some(Tokenizer::Char(t)) if *t == tok));
+        assert_eq!(back.config().padding(), Padding::Masked, "the saved config says how");
         assert_eq!(back.num_parameters(), r.parameters);
     }
 }

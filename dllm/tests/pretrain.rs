@@ -9,7 +9,10 @@ use candle_core::{DType, Device, Tensor};
 use common::{cases, fixture};
 use drift_core::rng::RngKey;
 use drift_dllm::model::{DiffusionLm, LoadOptions};
-use drift_dllm::pretrain::{draw_masks, masked_diffusion_loss, DEFAULT_EPS};
+use drift_dllm::pretrain::{
+    draw_masks, masked_diffusion_loss, masked_diffusion_loss_with, LossWeighting, MdmObjective,
+    DEFAULT_EPS,
+};
 use drift_samplers::MaskPredictor;
 
 /// A model whose logits are all zero (CE = ln V at every position) and which records the
@@ -58,15 +61,30 @@ fn loss_of_a_uniform_model_is_the_hand_computed_value() {
 
     let draws = draw_masks(key, &prompt_lens, &completion, 16, DEFAULT_EPS).unwrap();
     let ln_v = (50f64).ln();
-    let mut expected = 0.0;
+    let (mut expected, mut expected_flat) = (0.0, 0.0);
     for b in 0..3 {
         let len = (prompt_lens[b]..16).filter(|&j| completion[b][j]).count() as f64;
         let n_masked = draws.masked[b].iter().filter(|&&m| m).count() as f64;
         expected += n_masked * ln_v / f64::from(draws.t[b]) / len / 3.0;
+        expected_flat += n_masked * ln_v / len / 3.0;
     }
     let got = f64::from(loss.to_scalar::<f32>().unwrap());
     assert!((got - expected).abs() < 1e-4 * expected.max(1.0), "got {got}, expected {expected}");
     assert!(expected > 0.0, "the draw masked nothing: pick another key");
+    // The flat weighting drops each row's 1/t (same keyed masks).
+    let flat = masked_diffusion_loss_with(
+        &model,
+        &rows(&ids),
+        &prompt_lens,
+        &comp_t,
+        None,
+        key,
+        MdmObjective { eps: DEFAULT_EPS, weighting: LossWeighting::Flat },
+    )
+    .unwrap();
+    let got = f64::from(flat.to_scalar::<f32>().unwrap());
+    assert!((got - expected_flat).abs() < 1e-4, "flat: got {got}, expected {expected_flat}");
+    assert!((expected_flat - expected).abs() > 1e-3, "t = 1 everywhere: pick another key");
 
     // The model saw exactly the masked positions replaced by its mask id, prompts intact.
     let seen = model.seen.borrow();

@@ -14,9 +14,7 @@ use drift::flow::grpo::{ImageTask, ShapesTask};
 use drift::flow::model::load_dit_frozen;
 use drift::rewards::image::{write_grid, GridOptions};
 use drift::rewards::worlds::shapes::{verify, Prompt};
-use drift::samplers::dllm::{
-    decode, DecodeBatch, DecodeConfig, Padding, PositionRule, ProposalConfig,
-};
+use drift::samplers::dllm::{decode, DecodeBatch, DecodeConfig, PositionRule, ProposalConfig};
 use drift::samplers::flow::{
     rollout_sde, Guidance, RolloutConfig, Schedule, ScheduleConfig, StepKind,
 };
@@ -101,7 +99,7 @@ pub fn dllm(model_dir: &Path, prompts: &[String], s: &DllmSampling, dev: &Device
         prompts: &ids,
         group_size: s.n,
         pad_id: PAD_ID,
-        padding: Padding::Visible,
+        padding: model.config().padding(),
         first_row: 0,
     };
     let traj = decode(&model, &cfg, &batch, RngKey::new(s.seed), model.device())?;

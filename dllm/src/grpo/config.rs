@@ -176,7 +176,7 @@ pub struct DllmGrpoConfig {
 impl Default for DllmGrpoConfig {
     fn default() -> Self {
         Self {
-            base: PathBuf::from("examples/checkpoints/dllm-code-v4"),
+            base: PathBuf::from("examples/checkpoints/dllm-code-v5"),
             recipe: Recipe::default(),
             run: RunSettings {
                 steps: 15,

@@ -3,9 +3,7 @@
 use std::time::Instant;
 
 use drift_core::rng::RngKey;
-use drift_samplers::dllm::{
-    decode, DecodeBatch, DecodeConfig, Padding, ProposalConfig, Trajectory,
-};
+use drift_samplers::dllm::{decode, DecodeBatch, DecodeConfig, ProposalConfig, Trajectory};
 use serde::{Deserialize, Serialize};
 
 use super::task::{TaskScore, TextTask};
@@ -76,7 +74,7 @@ fn decode_texts<T: TextTask>(
         prompts: &prompts,
         group_size: group,
         pad_id: PAD_ID,
-        padding: Padding::Visible,
+        padding: model.config().padding(),
         first_row,
     };
     let trajectory = decode(model, cfg, &b, RngKey::new(seed), model.device())?;

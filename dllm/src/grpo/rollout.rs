@@ -23,6 +23,8 @@ pub struct RolloutBatch<I> {
     pub items: Vec<I>,
     /// The decoding: tokens, commit steps, log-probs, completion mask.
     pub trajectory: Trajectory,
+    /// How the model sees left padding (its config's), which every estimator pass follows.
+    pub padding: Padding,
     /// `[B, T]` u32: the sequences the estimators score, in the pretraining layout: prompt,
     /// the completion up to its first EOS, then EOS over the rest of the generated region
     /// (whatever the decoder left there carries no meaning once the completion has ended).
@@ -59,21 +61,37 @@ impl<I> RolloutBatch<I> {
     pub fn is_empty(&self) -> bool {
         self.items.is_empty()
     }
-    /// The scored token ids ([`Self::sequences`]) of rows `start..start + n`.
-    pub fn ids(&self, start: usize, n: usize) -> Result<Tensor> {
-        Ok(self.sequences.narrow(0, start, n)?)
+    /// The scored token ids ([`Self::sequences`]) of rows `start..start + n`, with their
+    /// attention mask when the model hides padding ([`ModelConfig::padding`]).
+    ///
+    /// [`ModelConfig::padding`]: crate::model::ModelConfig::padding
+    pub fn rows(&self, start: usize, n: usize) -> Result<ScoredRows> {
+        let attention_mask = match self.padding {
+            Padding::Masked => Some(self.trajectory.attention_mask.narrow(0, start, n)?),
+            Padding::Visible => None,
+        };
+        Ok(ScoredRows { ids: self.sequences.narrow(0, start, n)?, attention_mask })
     }
-    /// The estimator input of rows `start..start + n`, `ids` being [`Self::ids`] of them.
-    pub fn input<'a>(&'a self, ids: &'a Tensor, start: usize, n: usize) -> EstimateInput<'a> {
+    /// The estimator input of rows `start..start + n`, `rows` being [`Self::rows`] of them.
+    pub fn input<'a>(&'a self, rows: &'a ScoredRows, start: usize, n: usize) -> EstimateInput<'a> {
         EstimateInput {
-            ids,
+            ids: &rows.ids,
             completion: &self.completion[start..start + n],
             prompt: &self.prompt[start..start + n],
             fill: &self.fill[start..start + n],
             rows: &self.trajectory.rows[start..start + n],
-            attention_mask: None,
+            attention_mask: rows.attention_mask.as_ref(),
         }
     }
+}
+
+/// A slice of a [`RolloutBatch`]'s rows as the estimators read them.
+#[derive(Debug, Clone)]
+pub struct ScoredRows {
+    /// `[n, T]` u32 token ids.
+    pub ids: Tensor,
+    /// `[n, T]` u8, 0 on left padding; `None` when padding is shown to the model.
+    pub attention_mask: Option<Tensor>,
 }
 
 /// The key of iteration `step`'s rollouts.
@@ -99,8 +117,8 @@ pub fn sample_batch<T: TextTask>(
         prompts: &prompts,
         group_size: g,
         pad_id: PAD_ID,
-        // drift's SFT rows show padding to the model as ordinary tokens.
-        padding: Padding::Visible,
+        // As the model was trained to see it (config.json's drift_padding).
+        padding: model.config().padding(),
         first_row: step * (p * g) as u64,
     };
     let trajectory =
@@ -145,6 +163,7 @@ pub fn sample_batch<T: TextTask>(
     let advantages = adv.values.to_dtype(DType::F32)?;
     let advantages_host = advantages.to_vec1::<f32>()?;
     Ok(RolloutBatch {
+        padding: model.config().padding(),
         items,
         trajectory,
         sequences,

@@ -32,9 +32,9 @@ pub fn batch_log_probs<I>(
     let (mut parts, mut rows) = (Vec::new(), 0);
     for start in (0..batch.len()).step_by(cfg.given.micro_batch) {
         let n = cfg.given.micro_batch.min(batch.len() - start);
-        let ids = batch.ids(start, n)?;
-        let est =
-            estimate(model, &cfg.parts.estimator, &batch.input(&ids, start, n), key, usize::MAX)?;
+        let rows_in = batch.rows(start, n)?;
+        let input = batch.input(&rows_in, start, n);
+        let est = estimate(model, &cfg.parts.estimator, &input, key, usize::MAX)?;
         parts.push(est.per_token.detach());
         rows += est.forward_rows;
     }
@@ -66,9 +66,9 @@ pub fn update<I>(
     let (mut acc, mut rows) = (Accumulator::new(), 0);
     for (start, w) in (0..b).step_by(cfg.given.micro_batch).zip(shares) {
         let n = cfg.given.micro_batch.min(b - start);
-        let ids = batch.ids(start, n)?;
-        let est =
-            estimate(policy, &cfg.parts.estimator, &batch.input(&ids, start, n), key, usize::MAX)?;
+        let rows_in = batch.rows(start, n)?;
+        let input = batch.input(&rows_in, start, n);
+        let est = estimate(policy, &cfg.parts.estimator, &input, key, usize::MAX)?;
         rows += est.forward_rows;
         let reference = reference.map(|r| r.narrow(0, start, n)).transpose()?;
         let inputs = PolicyInputs {

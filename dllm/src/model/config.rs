@@ -11,9 +11,13 @@
 
 use std::path::Path;
 
-use serde_json::Value;
+use drift_samplers::dllm::Padding;
+use serde_json::{Map, Value};
 
 use crate::error::{DllmError, Result};
+
+/// drift's config.json key saying how the model sees left padding ([`ModelConfig::padding`]).
+pub const PADDING_KEY: &str = "drift_padding";
 
 pub use super::dream::DreamConfig;
 pub use super::llada::LladaConfig;
@@ -142,12 +146,52 @@ impl ModelConfig {
         logits.saturating_add(scores).saturating_add(acts).saturating_mul(4)
     }
 
-    /// Validates the inner config.
+    /// Validates the inner config and drift's own keys.
     pub fn validate(&self) -> Result<()> {
         match self {
             ModelConfig::Llada(c) => c.validate(),
             ModelConfig::Dream(c) => c.validate(),
+        }?;
+        if let Some(v) = self.extra().get(PADDING_KEY) {
+            if serde_json::from_value::<Padding>(v.clone()).is_err() {
+                return Err(DllmError::Config {
+                    key: PADDING_KEY,
+                    value: v.to_string(),
+                    expected: "\"masked\" or \"visible\"".into(),
+                });
+            }
         }
+        Ok(())
+    }
+
+    fn extra(&self) -> &Map<String, Value> {
+        match self {
+            ModelConfig::Llada(c) => &c.extra,
+            ModelConfig::Dream(c) => &c.extra,
+        }
+    }
+
+    /// How the model was trained to see left padding, so every decode, evaluation and
+    /// estimator pass shows it the same way: config.json's `"drift_padding"` (written by
+    /// `drift pretrain dllm`); [`Padding::Masked`] when absent, as released LLaDA / Dream
+    /// checkpoints are run (an attention mask hides padding). An invalid value is refused by
+    /// [`Self::validate`] at load.
+    pub fn padding(&self) -> Padding {
+        self.extra()
+            .get(PADDING_KEY)
+            .and_then(|v| serde_json::from_value(v.clone()).ok())
+            .unwrap_or_default()
+    }
+
+    /// The config with `"drift_padding"` set to `padding`.
+    pub fn with_padding(mut self, padding: Padding) -> Self {
+        let extra = match &mut self {
+            ModelConfig::Llada(c) => &mut c.extra,
+            ModelConfig::Dream(c) => &mut c.extra,
+        };
+        let value = serde_json::to_value(padding).expect("a unit enum serializes");
+        extra.insert(PADDING_KEY.into(), value);
+        self
     }
     /// The config as the JSON object a checkpoint's config.json holds.
     pub fn to_json(&self) -> Result<Value> {

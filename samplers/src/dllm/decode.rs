@@ -39,8 +39,10 @@ use super::select::{
 use super::trajectory::{Trajectory, NEVER_COMMITTED, PROMPT_STEP};
 use crate::MaskPredictor;
 
-/// How left padding of prompts shorter than the longest one is shown to the model.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// How left padding of prompts shorter than the longest one is shown to the model. Serialized
+/// as `"masked"` / `"visible"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Padding {
     /// Pass an attention mask `[B, T]` (0 on padding) with every call, so padded keys are
     /// hidden (Dream's `generate(attention_mask=…)`). No mask is passed when every prompt has
@@ -48,7 +50,7 @@ pub enum Padding {
     #[default]
     Masked,
     /// Pass no attention mask: padding is seen as ordinary tokens, as drift's SFT pretraining
-    /// trains (`pretrain_run`'s layout).
+    /// trained `dllm-code-v0`…`v4` (their `config.json` says `"drift_padding": "visible"`).
     Visible,
 }
 
