@@ -44,7 +44,7 @@ const AFTER_HELP: &str = "\
 Examples:
   drift train flow                                   # the main job: Flow-GRPO on the shapes world
   drift train dllm --set recipe=espo --set steps=20  # a dLLM recipe on the code world
-  drift sample dllm --model examples/checkpoints/dllm-code-v4 --prompt 'Write a Python function f(xs) that returns the sum of the even numbers in xs.'
+  drift sample dllm --model examples/checkpoints/dllm-code-v5 --prompt 'Write a Python function f(xs) that returns the sum of the even numbers in xs.'
   drift sample flow --model examples/checkpoints/flow-shapes-v2 --prompt 'a red circle left of a square' --out grid.png
   drift plot runs/flow-grpo/metrics.jsonl --keys reward/mean,clip/frac --out curves.png
   drift bench flow
@@ -162,7 +162,7 @@ enum TrainCmd {
 struct CanvasArgs {
     /// Completion length (masks after the prompt). Default: the model's code completion
     /// region, the longest code-world target in its tokens plus one (106 for the character
-    /// models, 38 for dllm-code-v4).
+    /// models, 38 for dllm-code-v4 and v5).
     #[arg(long)]
     gen_length: Option<usize>,
     /// Block length (default: one block of gen_length).
@@ -191,7 +191,7 @@ enum SampleCmd {
     ///
     /// The prompt is given in drift's corpus format (`BOS prompt\n`), as pretraining saw it.
     ///
-    /// Example: drift sample dllm --model examples/checkpoints/dllm-code-v4 --prompt 'Write a Python function f(xs) that returns the sum of the even numbers in xs.' --n 2 --temperature 0.7
+    /// Example: drift sample dllm --model examples/checkpoints/dllm-code-v5 --prompt 'Write a Python function f(xs) that returns the sum of the even numbers in xs.' --n 2 --temperature 0.7
     Dllm {
         /// Model directory (config.json + model.safetensors + tokenizer.json or drift_char_tokenizer.json).
         #[arg(long)]
@@ -275,7 +275,7 @@ enum PretrainCmd {
     },
     /// Masked-diffusion SFT pretraining of a tiny dLLM on the code world's train split.
     ///
-    /// Example: drift pretrain dllm --config examples/configs/pretrain_dllm_code_v4.toml --out runs/dllm-code --set run.steps=200
+    /// Example: drift pretrain dllm --config examples/configs/pretrain_dllm_code_v5.toml --out runs/dllm-code --set run.steps=200
     Dllm {
         /// TOML config (every field optional; defaults documented in drift_dllm::pretrain_run).
         #[arg(long)]
@@ -327,7 +327,7 @@ enum EvalCmd {
     /// Held-out pass rate of a dLLM on the code world: greedy low-confidence decoding of the
     /// held-out specs, scored by the sandboxed code reward (all tests pass = a pass).
     ///
-    /// Example: drift eval dllm --model examples/checkpoints/dllm-code-v4 --n 64 --split held_out_templates
+    /// Example: drift eval dllm --model examples/checkpoints/dllm-code-v5 --n 64 --split held_out_templates
     Dllm {
         /// Model directory (config.json + model.safetensors + tokenizer.json or drift_char_tokenizer.json).
         #[arg(long)]

@@ -203,6 +203,9 @@ mod tests {
         shipped_config_is_unchanged_by_the_merge::<drift_dllm::pretrain_run::PretrainDllmConfig>(
             "pretrain_dllm_code_v4.toml",
         );
+        shipped_config_is_unchanged_by_the_merge::<drift_dllm::pretrain_run::PretrainDllmConfig>(
+            "pretrain_dllm_code_v5.toml",
+        );
     }
 
     /// The main job's file says every value is the built-in default: keep the two in step.

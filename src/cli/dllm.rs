@@ -246,7 +246,8 @@ fn user_task(path: &Path, sandbox: &SandboxConfig) -> Result<CodeTask> {
 
 /// The completion region of the code corpus for the model in `dir`: the longest code-world
 /// target in the model's tokens plus one EOS (106 for the character models, 38 for
-/// `dllm-code-v4`'s BPE) — what `drift eval dllm` and `drift sample dllm` decode by default.
+/// the BPE of `dllm-code-v4` and `v5`): what `drift eval dllm` and `drift sample dllm` decode by
+/// default.
 pub fn model_completion_len(dir: &Path) -> Result<usize> {
     Ok(longest_target(&code_world()?, &base_tokenizer(dir)?)?.0 + 1)
 }

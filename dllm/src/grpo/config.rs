@@ -113,7 +113,7 @@ impl Recipe {
 #[serde(deny_unknown_fields, default)]
 pub struct DllmGrpoConfig {
     /// The base model folder (Hugging Face layout). Default the shipped
-    /// `examples/checkpoints/dllm-code-v4` (BPE tokens).
+    /// `examples/checkpoints/dllm-code-v5` (BPE tokens).
     pub base: PathBuf,
     /// The recipe. Default coupled-GRPO.
     pub recipe: Recipe,
@@ -136,7 +136,7 @@ pub struct DllmGrpoConfig {
     /// The advantage. Default: the recipe's.
     pub advantage: Option<AdvantageConfig>,
     /// Rollout decoding. Default: gen_length 38 (the code corpus's completion region in
-    /// `dllm-code-v4`'s BPE tokens), one block, 19 steps (2 tokens per step), temperature 1
+    /// the BPE tokens of `dllm-code-v5`), one block, 19 steps (2 tokens per step), temperature 1
     /// with low-confidence remasking, EOS as stop token.
     pub decode: DecodeConfig,
     /// Evaluation decoding: greedy, otherwise as `decode`, in this many steps. Default 38 (one
@@ -148,11 +148,12 @@ pub struct DllmGrpoConfig {
     /// Refresh the frozen reference to the current policy every this many iterations
     /// (0 = never). Default 0.
     pub ref_refresh_every: u64,
-    /// AdamW, schedule, clipping. Default lr 5e-5, wd 0, clip 1.0: from `dllm-code-v4`, 15
-    /// iterations at 5e-5 raise both held-out sets a little (items 9.4% → 10.9%, templates
-    /// 14.8% → 16.4%) with the k3 KL below 0.06, while 2e-4 spikes it to 1.6 and drops the
-    /// held-out templates to 7.8% (BENCHMARKS.md, session 13). The 7B references use
-    /// 1e-6…5e-6; this 3.1 M model does not move there.
+    /// AdamW, schedule, clipping. Default lr 5e-5, wd 0, clip 1.0, constant rate: from
+    /// `dllm-code-v4`, 15 iterations at 5e-5 kept the k3 KL below 0.06 where 2e-4 spiked it to
+    /// 1.6 (BENCHMARKS.md, session 13). From `dllm-code-v5`, 1e-4 loses both held-out sets
+    /// (less than its shuffled-reward null does), and a 4-update warm-up
+    /// (`constant_with_warmup`) removes the first updates' ratio spikes (session 14). The 7B
+    /// references use 1e-6…5e-6; this 3.1 M model does not move there.
     pub optim: OptimConfig,
     /// Items of each held-out set in each evaluation. Default 128.
     pub eval_items: usize,
