@@ -233,6 +233,8 @@ impl TextTask for CodeTask {
             .zip(completions)
             .map(|(item, c)| TextSample::new(item.clone(), c.clone()))
             .collect();
+        // Each test forks a sandboxed python3; forking costs in proportion to resident memory.
+        drift_core::alloc::release_freed_memory();
         let outcomes = self.pool.evaluate(&self.reward, samples);
         outcomes
             .into_iter()
