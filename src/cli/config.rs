@@ -208,6 +208,23 @@ mod tests {
         );
     }
 
+    /// Each BranchGRPO preset file, laid over the defaults as `drift train flow --config` does,
+    /// is its constructor.
+    #[test]
+    fn the_branch_grpo_preset_files_are_their_constructors() {
+        use drift_flow::grpo::FlowGrpoConfig;
+        let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/configs");
+        for (file, want) in [
+            ("flow_grpo_all_steps.toml", FlowGrpoConfig::flow_grpo_all_steps()),
+            ("branch_grpo.toml", FlowGrpoConfig::branch_grpo()),
+            ("branch_grpo_pruned.toml", FlowGrpoConfig::branch_grpo_pruned()),
+            ("branch_grpo_mix.toml", FlowGrpoConfig::branch_grpo_mix()),
+        ] {
+            let (got, _) = load_inner::<FlowGrpoConfig>(Some(&dir.join(file)), &[]).unwrap();
+            assert_eq!(got, want, "{file}");
+        }
+    }
+
     /// The main job's file says every value is the built-in default: keep the two in step.
     #[test]
     fn the_main_jobs_config_file_is_the_built_in_default() {

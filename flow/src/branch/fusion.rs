@@ -97,6 +97,22 @@ pub struct EdgeBatch {
     pub num_groups: usize,
 }
 
+impl EdgeBatch {
+    /// Regroups the edges so that `trees_per_group` consecutive trees (the several trees of
+    /// one prompt) share their depth groups: group `⌊tree / r⌋ · (D + 1) + depth`.
+    pub fn group_trees(&mut self, trees_per_group: usize) {
+        let r = trees_per_group.max(1);
+        let levels = self.last_depth + 1;
+        self.groups = self
+            .trees
+            .iter()
+            .zip(&self.depths)
+            .map(|(&t, &d)| ((t / r) * levels + d) as u32)
+            .collect();
+        self.num_groups = (self.num_groups / levels).div_ceil(r) * levels;
+    }
+}
+
 /// Every edge of the steps in `steps` (each a stochastic step of the tree), with its child's
 /// reward from `node_rewards` ([`fuse_rewards`]) and its `(tree, depth)` group.
 pub fn edges(tree: &TreeRollout, node_rewards: &[Vec<f64>], steps: &[usize]) -> Result<EdgeBatch> {
@@ -244,5 +260,10 @@ mod tests {
             assert!((x - y).abs() < 1e-6, "{a:?}");
         }
         assert!(edges(&t, &r, &[3]).unwrap_err().to_string().contains("stochastic step"));
+        // Both trees as one prompt's: a group per depth, the trees' nodes together.
+        let mut both = e.clone();
+        both.group_trees(2);
+        assert_eq!(both.num_groups, 3);
+        assert_eq!(both.groups, vec![1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2]);
     }
 }

@@ -5,10 +5,12 @@
 //! - **Width**: among the edges after the last split (the leaves' level and the non-split steps
 //!   below it), keep per tree the `keep` fraction with the largest `|advantage|`, the nodes
 //!   that carry the most signal; earlier edges are kept whole.
-//! - **Depth**: drop every edge whose child lies at one of the listed depths.
-//!
-//! The paper's sliding depth schedule (which depths are dropped moving with the iteration) is
-//! not implemented yet.
+//! - **Depth**: drop every edge whose child lies at one of the listed depths, a node's depth
+//!   being the reference's: the transitions from its root (the child of step `i` lies at depth
+//!   `i + 1`, whether or not step `i` split). With the sliding schedule the dropped depths move
+//!   one level up (towards the root) every `slide_every` iterations, and stop moving once the
+//!   shallowest of them reaches the last split step's depth (the reference's
+//!   `depth_pruning_slide`, whose stop depth is the largest split point).
 
 use serde::{Deserialize, Serialize};
 
@@ -23,27 +25,64 @@ pub struct PruneConfig {
     /// trained, those with the largest `|advantage|`; 1 keeps all (the default). The paper's
     /// width pruning keeps half.
     pub width_keep: f64,
-    /// Depths whose edges are not trained. Default none.
+    /// Depths whose edges are not trained, a depth being the transitions from the root (the
+    /// child of step `i` lies at depth `i + 1`). Default none.
     pub drop_depths: Vec<usize>,
+    /// Slide the dropped depths one level towards the root every this many iterations (the
+    /// paper's sliding depth schedule), never above the last split step's depth. Default none:
+    /// the listed depths every iteration.
+    pub slide_every: Option<u64>,
 }
 
 impl Default for PruneConfig {
     fn default() -> Self {
-        Self { width_keep: 1.0, drop_depths: Vec::new() }
+        Self { width_keep: 1.0, drop_depths: Vec::new(), slide_every: None }
+    }
+}
+
+impl PruneConfig {
+    /// Checks the fractions and the sliding interval, naming the field at fault.
+    pub fn validate(&self) -> Result<()> {
+        if !(self.width_keep > 0.0 && self.width_keep <= 1.0) {
+            return Err(FlowModelError::Config {
+                field: "prune.width_keep",
+                value: self.width_keep.to_string(),
+                expected: "a fraction in (0, 1]".into(),
+            });
+        }
+        if self.slide_every == Some(0) {
+            return Err(FlowModelError::Config {
+                field: "prune.slide_every",
+                value: "0".into(),
+                expected: "at least 1 iteration (or no value for a fixed set of depths)".into(),
+            });
+        }
+        Ok(())
+    }
+
+    /// The depths dropped at iteration `iteration` of a tree whose last split is step
+    /// `last_split`: `drop_depths` shifted up by `⌊iteration / slide_every⌋` levels, the shift
+    /// capped so the shallowest stays at depth `last_split` or deeper.
+    pub fn dropped_depths(&self, iteration: u64, last_split: usize) -> Vec<usize> {
+        let Some(every) = self.slide_every else { return self.drop_depths.clone() };
+        let Some(&shallowest) = self.drop_depths.iter().min() else { return Vec::new() };
+        let max_shift = shallowest.saturating_sub(last_split);
+        let shift = usize::try_from(iteration / every.max(1)).unwrap_or(usize::MAX).min(max_shift);
+        self.drop_depths.iter().map(|d| d - shift).collect()
     }
 }
 
 /// The indices of `batch`'s edges that stay in the backward set, in order; `advantages[e]` is
-/// edge `e`'s advantage. A node's edges at every step below the last split share its
-/// advantage, so a kept node keeps all of them.
-pub fn kept_edges(batch: &EdgeBatch, advantages: &[f32], cfg: &PruneConfig) -> Result<Vec<usize>> {
-    if !(cfg.width_keep > 0.0 && cfg.width_keep <= 1.0) {
-        return Err(FlowModelError::Config {
-            field: "prune.width_keep",
-            value: cfg.width_keep.to_string(),
-            expected: "a fraction in (0, 1]".into(),
-        });
-    }
+/// edge `e`'s advantage and `drop_depths` the depths dropped this iteration
+/// ([`PruneConfig::dropped_depths`]). A node's edges at every step below the last split share
+/// its advantage, so a kept node keeps all of them.
+pub fn kept_edges(
+    batch: &EdgeBatch,
+    advantages: &[f32],
+    cfg: &PruneConfig,
+    drop_depths: &[usize],
+) -> Result<Vec<usize>> {
+    cfg.validate()?;
     let n = batch.steps.len();
     if advantages.len() != n {
         return Err(FlowModelError::Config {
@@ -71,7 +110,7 @@ pub fn kept_edges(batch: &EdgeBatch, advantages: &[f32], cfg: &PruneConfig) -> R
         keep_node.extend(nodes[..k].iter().map(|&(child, _)| (tree, child)));
     }
     Ok((0..n)
-        .filter(|&e| !cfg.drop_depths.contains(&depths[e]))
+        .filter(|&e| !drop_depths.contains(&(batch.steps[e] + 1)))
         .filter(|&e| depths[e] != last_depth || keep_node.contains(&(trees[e], batch.children[e])))
         .collect())
 }
@@ -121,24 +160,42 @@ mod tests {
     #[test]
     fn width_keeps_each_trees_largest_advantages_below_the_last_split() {
         let (b, adv) = batch();
-        let cfg = PruneConfig { width_keep: 0.5, drop_depths: vec![] };
-        let kept = kept_edges(&b, &adv, &cfg).unwrap();
+        let cfg = PruneConfig { width_keep: 0.5, ..PruneConfig::default() };
+        let kept = kept_edges(&b, &adv, &cfg, &[]).unwrap();
         // Depth-1 edges (0..4) all stay; tree 0 keeps leaves 0 (|0.9|) and 3 (|0.8|), tree 1
         // keeps leaves 5 (0.3) and 6 (0.3), at both steps.
         let leaves: Vec<usize> = kept.iter().filter(|&&e| e >= 4).map(|&e| b.children[e]).collect();
         assert_eq!(&kept[..4], &[0, 1, 2, 3]);
         assert_eq!(leaves, vec![0, 3, 5, 6, 0, 3, 5, 6]);
-        let all = kept_edges(&b, &adv, &PruneConfig::default()).unwrap();
+        let all = kept_edges(&b, &adv, &PruneConfig::default(), &[]).unwrap();
         assert_eq!(all, (0..20).collect::<Vec<_>>());
     }
 
     #[test]
-    fn depth_pruning_drops_every_edge_at_the_listed_depths() {
+    fn depth_pruning_drops_every_edge_whose_child_lies_at_a_listed_depth() {
         let (b, adv) = batch();
-        let cfg = PruneConfig { width_keep: 1.0, drop_depths: vec![1] };
-        let kept = kept_edges(&b, &adv, &cfg).unwrap();
-        assert_eq!(kept, (4..20).collect::<Vec<_>>());
-        let bad = PruneConfig { width_keep: 0.0, drop_depths: vec![] };
-        assert!(kept_edges(&b, &adv, &bad).unwrap_err().to_string().contains("width_keep"));
+        let cfg = PruneConfig::default();
+        // Depth 1: the children of step 0; depth 3: the children of step 2.
+        assert_eq!(kept_edges(&b, &adv, &cfg, &[1]).unwrap(), (4..20).collect::<Vec<_>>());
+        assert_eq!(kept_edges(&b, &adv, &cfg, &[3]).unwrap(), (0..12).collect::<Vec<_>>());
+        let bad = PruneConfig { width_keep: 0.0, ..PruneConfig::default() };
+        assert!(kept_edges(&b, &adv, &bad, &[]).unwrap_err().to_string().contains("width_keep"));
+        let bad = PruneConfig { slide_every: Some(0), ..PruneConfig::default() };
+        assert!(bad.validate().unwrap_err().to_string().contains("slide_every"));
+    }
+
+    #[test]
+    fn the_sliding_schedule_moves_the_dropped_depths_up_to_the_last_split() {
+        // 10 steps, last split at step 6: depths 8..=10 dropped at first, one level up every
+        // 5 iterations, until the shallowest is depth 6.
+        let cfg =
+            PruneConfig { drop_depths: vec![8, 9, 10], slide_every: Some(5), ..Default::default() };
+        assert_eq!(cfg.dropped_depths(0, 6), vec![8, 9, 10]);
+        assert_eq!(cfg.dropped_depths(4, 6), vec![8, 9, 10]);
+        assert_eq!(cfg.dropped_depths(5, 6), vec![7, 8, 9]);
+        assert_eq!(cfg.dropped_depths(10, 6), vec![6, 7, 8]);
+        assert_eq!(cfg.dropped_depths(500, 6), vec![6, 7, 8]);
+        let fixed = PruneConfig { slide_every: None, ..cfg.clone() };
+        assert_eq!(fixed.dropped_depths(500, 6), vec![8, 9, 10]);
     }
 }

@@ -123,6 +123,11 @@ pub struct FlowGrpoConfig {
     /// a prompt of it uniformly; a category not named weighs 1. Default empty: every category
     /// equally often (GenEval scores the mean over categories).
     pub category_weights: BTreeMap<String, f64>,
+    /// BranchGRPO: tree rollouts instead of `G` independent samples per prompt, their rewards
+    /// fused up the tree, advantages per `(prompt, depth)`, every (kept) edge trained
+    /// ([`crate::branch::BranchConfig`]; presets [`FlowGrpoConfig::branch_grpo`],
+    /// `branch_grpo_pruned`, `branch_grpo_mix`). Default none: Flow-GRPO.
+    pub branch: Option<crate::branch::BranchConfig>,
 }
 
 impl Default for FlowGrpoConfig {
@@ -182,6 +187,7 @@ impl Default for FlowGrpoConfig {
             prompts: None,
             eval_images_per_category: 48,
             category_weights: BTreeMap::new(),
+            branch: None,
         }
     }
 }
@@ -300,6 +306,16 @@ impl FlowGrpoConfig {
         self.rollout.step.validate()?;
         self.advantage.validate()?;
         self.loss.validate()?;
+        if let Some(branch) = &self.branch {
+            branch.validate(self.schedule.steps, &self.rollout, self.group_size)?;
+            if self.stack_steps {
+                return Err(bad(
+                    "stack_steps",
+                    true,
+                    "false with `branch` (a tree's edges are re-scored one step at a time)",
+                ));
+            }
+        }
         Ok(())
     }
 }

@@ -18,7 +18,7 @@ pub mod rollout;
 pub mod shapes;
 pub mod task;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 pub mod trainer;
 pub mod update;
 

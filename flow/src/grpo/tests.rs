@@ -15,12 +15,12 @@ use super::*;
 use crate::model::{save_dit, Dit, DitConfig};
 
 /// Prompts are token-id vectors; the task has no strict check but "bright" prompts.
-struct ToyTask {
+pub(crate) struct ToyTask {
     eval: Vec<Vec<u32>>,
 }
 
 impl ToyTask {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self { eval: (0..4).map(|i| vec![2 + i, 3, 0, 0, 0, 0, 0, 0]).collect() }
     }
 }
@@ -47,7 +47,7 @@ impl ImageTask for ToyTask {
 }
 
 /// Mean pixel value in [0, 1]: every sample gets a distinct score.
-struct Brightness;
+pub(crate) struct Brightness;
 
 impl Brightness {
     fn of(rgb: &[u8]) -> f64 {
@@ -65,7 +65,7 @@ impl Reward<ImageSample<Vec<u32>>> for Brightness {
 }
 
 /// A tiny DiT with every weight random (not adaLN-Zero), saved as a base model.
-fn random_base(dir: &Path) -> DitConfig {
+pub(crate) fn random_base(dir: &Path) -> DitConfig {
     let cfg = DitConfig { image_size: 16, ..DitConfig::test_tiny() };
     let varmap = VarMap::new();
     let _ = Dit::new(cfg, VarBuilder::from_varmap(&varmap, DType::F32, &Device::Cpu)).unwrap();
@@ -84,7 +84,7 @@ fn random_base(dir: &Path) -> DitConfig {
     cfg
 }
 
-fn toy_config(base: &Path) -> FlowGrpoConfig {
+pub(crate) fn toy_config(base: &Path) -> FlowGrpoConfig {
     let mut cfg = FlowGrpoConfig {
         base: base.to_path_buf(),
         run: RunSettings { steps: 2, eval_every: 1, checkpoint_every: 1, ..Default::default() },
@@ -322,7 +322,7 @@ fn a_resumed_run_or_one_cut_by_its_time_budget_equals_an_uninterrupted_one() {
 
 /// Brightness negated: the same reward with its direction flipped, which flips the sign of
 /// every advantage.
-struct Darkness;
+pub(crate) struct Darkness;
 
 impl Reward<ImageSample<Vec<u32>>> for Darkness {
     fn name(&self) -> &str {

@@ -17,6 +17,7 @@ use super::eval::{diversity, evaluate, EvalReport, EvalSampling};
 use super::rollout::{sample_batch, RolloutBatch};
 use super::task::{ImageReward, ImageTask};
 use super::update::update;
+use crate::branch::{sample_tree_batch, update_edges, TreeBatch};
 use crate::error::{FlowModelError, Result};
 use crate::model::{load_dit_frozen, load_dit_trainable, save_dit, Dit};
 
@@ -117,12 +118,35 @@ fn io_err(path: &Path, e: impl ToString) -> FlowModelError {
     FlowModelError::File { path: path.to_path_buf(), reason: e.to_string() }
 }
 
+/// The scored images of one iteration, `G` per prompt: a flat batch's samples or a tree
+/// batch's leaves.
+struct Scored<'a, P> {
+    prompts: &'a [P],
+    images: &'a [drift_rewards::image::Image],
+    outcomes: &'a [drift_rewards::reward::Outcome],
+    strict: &'a [Option<bool>],
+}
+
+impl<'a, P> Scored<'a, P> {
+    fn of_flat(b: &'a RolloutBatch<P>) -> Self {
+        Self { prompts: &b.prompts, images: &b.images, outcomes: &b.outcomes, strict: &b.strict }
+    }
+
+    fn of_tree(b: &'a TreeBatch<P>) -> Self {
+        Self { prompts: &b.prompts, images: &b.images, outcomes: &b.outcomes, strict: &b.strict }
+    }
+
+    fn rewards(&self) -> Vec<f64> {
+        self.outcomes.iter().map(|o| o.score).collect()
+    }
+}
+
 /// Per-prompt reward statistics of a batch as JSON lines (`prompts.jsonl`).
 fn write_prompt_stats<T: ImageTask>(
     path: &Path,
     step: u64,
     task: &T,
-    batch: &RolloutBatch<T::Prompt>,
+    batch: &Scored<'_, T::Prompt>,
     g: usize,
 ) -> Result<()> {
     let mut f = std::fs::OpenOptions::new()
@@ -149,9 +173,9 @@ fn write_prompt_stats<T: ImageTask>(
 
 /// Mean over groups of the per-pixel std across the group's images: how different the `G`
 /// samples of one prompt are.
-fn group_pixel_std(batch: &RolloutBatch<impl Sized>, g: usize) -> f64 {
+fn group_pixel_std(images: &[drift_rewards::image::Image], g: usize) -> f64 {
     let mut total = 0.0;
-    let groups = batch.images.chunks(g);
+    let groups = images.chunks(g);
     let n = groups.len().max(1) as f64;
     for group in groups {
         let len = group[0].as_raw().len();
@@ -201,13 +225,38 @@ pub fn train_flow_grpo<T: ImageTask>(
     };
     run.set_extra(serde_json::to_value(&base).map_err(|e| io_err(run_dir, e))?);
     let mut last_eval = base.clone();
+    if let Some(branch) = &cfg.branch {
+        run.println(&format!(
+            "BranchGRPO: trees {} ({} leaves per prompt); {}",
+            branch.shape(),
+            branch.leaves_per_prompt(),
+            if branch.prune == crate::branch::PruneConfig::default() {
+                "no pruning".to_string()
+            } else {
+                format!("pruning {:?}", branch.prune)
+            }
+        ));
+    }
+    let stats_path = run_dir.join("prompts.jsonl");
     for step in run.steps() {
         // Rollouts run on the tracked policy: the same kernels as the update, so the first
         // update's ratio is exactly 1 (the fused inference kernels differ in the last bits).
-        let batch = sample_batch(&m.policy, task, reward, cfg, &schedule, step)?;
-        let (values, figures) = update_and_measure(&mut m, &batch, cfg, &schedule, &run, step)?;
+        let (values, figures) = match &cfg.branch {
+            None => {
+                let batch = sample_batch(&m.policy, task, reward, cfg, &schedule, step)?;
+                let scored = Scored::of_flat(&batch);
+                write_prompt_stats(&stats_path, step + 1, task, &scored, cfg.group_size)?;
+                update_and_measure(&mut m, &batch, cfg, &schedule, &run, step)?
+            }
+            Some(branch) => {
+                let batch =
+                    sample_tree_batch(&m.policy, task, reward, cfg, branch, &schedule, step)?;
+                let scored = Scored::of_tree(&batch);
+                write_prompt_stats(&stats_path, step + 1, task, &scored, cfg.group_size)?;
+                update_tree_and_measure(&mut m, &batch, cfg, &schedule, &run, step)?
+            }
+        };
         run.log(step + 1, &values)?;
-        write_prompt_stats(&run_dir.join("prompts.jsonl"), step + 1, task, &batch, cfg.group_size)?;
         let end = run.end_of(step);
         if end.eval_due {
             let grid = run_dir.join(format!("eval/step-{:05}.png", step + 1));
@@ -215,7 +264,7 @@ pub fn train_flow_grpo<T: ImageTask>(
                 evaluate_policy(&m, task, reward, cfg, Some(cfg.eval_prompts), &grid, false)?;
             log_eval(&mut run, step + 1, &last_eval)?;
         }
-        let mut figures = figures.to_vec();
+        let mut figures = figures;
         if let Some(s) = last_eval.strict {
             figures.push(("eval_strict", s));
         }
@@ -231,6 +280,9 @@ pub fn train_flow_grpo<T: ImageTask>(
         Some(ema) => ema.weights().clone(),
         None => m.opt.params().snapshot()?,
     };
+    if let Some(branch) = &cfg.branch {
+        write_tree_grids(&m, task, reward, cfg, branch, &schedule, &run_dir.join("eval/trees"))?;
+    }
     let model_dir = run.model_dir();
     save_dit(&model_dir, m.policy.config(), &weights)?;
     let finished = run.finish(CURVE_KEYS)?;
@@ -251,7 +303,7 @@ fn update_and_measure<P>(
     schedule: &Schedule,
     run: &Run,
     step: u64,
-) -> Result<(Vec<Figure>, [Figure; 2])> {
+) -> Result<(Vec<Figure>, Vec<Figure>)> {
     let t_update = Instant::now();
     let b = batch.len();
     let per_update = b.div_ceil(cfg.updates_per_batch);
@@ -273,31 +325,210 @@ fn update_and_measure<P>(
         }
     }
     let update_s = t_update.elapsed().as_secs_f64();
-    let (mean, std) = mean_std(&batch.rewards());
-    let strict = batch.strict.iter().filter(|s| **s == Some(true)).count() as f64 / b as f64;
-    let failures = batch.outcomes.iter().filter(|o| !o.is_ok()).count();
-    let report = report.expect("at least one update");
-    let first_dev = (diag[0].ratio_min - 1.0).abs().max((diag[0].ratio_max - 1.0).abs());
-    let d = *diag.last().expect("at least one update");
-    let mut values: Vec<Figure> = vec![
+    let totals = UpdateTotals { diag, report: report.expect("at least one update"), calls, images };
+    let timing = (batch.rollout_seconds, batch.reward_seconds, update_s);
+    let mut values = batch_values(&Scored::of_flat(batch), batch.degenerate_frac, cfg, timing);
+    values.extend(totals.values());
+    values.push(("evals/rollout_calls", batch.rollout.evaluations as f64));
+    values.push(("evals/rollout_images", (b * cfg.schedule.steps * per_call) as f64));
+    let figures = vec![("reward", values[0].1), ("strict", values[3].1)];
+    Ok((values, figures))
+}
+
+/// The updates of one iteration of all optimizer steps, summed.
+struct UpdateTotals {
+    diag: Vec<drift_core::loss::LossDiagnostics>,
+    report: drift_core::train::StepReport,
+    calls: usize,
+    images: usize,
+}
+
+impl UpdateTotals {
+    fn values(&self) -> Vec<Figure> {
+        let first = &self.diag[0];
+        let first_dev = (first.ratio_min - 1.0).abs().max((first.ratio_max - 1.0).abs());
+        let mut v = vec![
+            ("grad/norm", self.report.grad_norm),
+            ("lr", self.report.lr),
+            ("update/applied", f64::from(u8::from(self.report.applied))),
+            ("evals/update_calls", self.calls as f64),
+            ("evals/update_images", self.images as f64),
+            ("ratio/first_update_max_dev", first_dev),
+        ];
+        v.extend(self.diag.last().expect("at least one update").pairs());
+        v
+    }
+}
+
+/// The rollout's metrics: reward mean and std (values 0 and 1), failures, strict accuracy
+/// (value 3), degenerate groups, within-group pixel diversity and the timings
+/// `(rollout with reward, reward, update)` in seconds.
+fn batch_values<P>(
+    scored: &Scored<'_, P>,
+    degenerate_frac: f64,
+    cfg: &FlowGrpoConfig,
+    (rollout_s, reward_s, update_s): (f64, f64, f64),
+) -> Vec<Figure> {
+    let b = scored.outcomes.len().max(1);
+    let (mean, std) = mean_std(&scored.rewards());
+    let strict = scored.strict.iter().filter(|s| **s == Some(true)).count() as f64 / b as f64;
+    let failures = scored.outcomes.iter().filter(|o| !o.is_ok()).count();
+    vec![
         ("reward/mean", mean),
         ("reward/std", std),
         ("reward/failures", failures as f64),
         ("train/strict", strict),
-        ("groups/degenerate_frac", batch.degenerate_frac),
-        ("diversity/group_pixel_std", group_pixel_std(batch, cfg.group_size)),
-        ("grad/norm", report.grad_norm),
-        ("lr", report.lr),
-        ("update/applied", f64::from(u8::from(report.applied))),
-        ("time/rollout_s", batch.rollout_seconds - batch.reward_seconds),
-        ("time/reward_s", batch.reward_seconds),
+        ("groups/degenerate_frac", degenerate_frac),
+        ("diversity/group_pixel_std", group_pixel_std(scored.images, cfg.group_size)),
+        ("time/rollout_s", rollout_s - reward_s),
+        ("time/reward_s", reward_s),
         ("time/update_s", update_s),
-        ("evals/rollout_calls", batch.rollout.evaluations as f64),
-        ("evals/update_calls", calls as f64),
-        ("evals/rollout_images", (b * cfg.schedule.steps * per_call) as f64),
-        ("evals/update_images", images as f64),
-        ("ratio/first_update_max_dev", first_dev),
+    ]
+}
+
+/// The updates of one BranchGRPO iteration on the kept edges of `batch`
+/// (`updates_per_batch` mini-batches of edges, `inner_epochs` times), and its metrics line
+/// (with the tree's size: leaves, edges, kept edges) and progress figures.
+fn update_tree_and_measure<P>(
+    m: &mut Models,
+    batch: &TreeBatch<P>,
+    cfg: &FlowGrpoConfig,
+    schedule: &Schedule,
+    run: &Run,
+    step: u64,
+) -> Result<(Vec<Figure>, Vec<Figure>)> {
+    let t_update = Instant::now();
+    let kept = &batch.kept;
+    let per_update = kept.len().div_ceil(cfg.updates_per_batch).max(1);
+    let (mut diag, mut report, mut calls, mut images) = (Vec::new(), None, 0, 0);
+    for _ in 0..cfg.inner_epochs {
+        for part in kept.chunks(per_update) {
+            let r = update_edges(&m.policy, &m.reference, batch, part, cfg, schedule, &mut m.opt)?;
+            if let Some(reason) = r.step.skipped {
+                run.println(&format!(
+                    "iteration {step}: update skipped ({reason:?}); weights unchanged"
+                ));
+            }
+            calls += r.cost.forward_calls;
+            images += r.cost.image_evaluations;
+            diag.push(r.diagnostics);
+            report = Some(r.step);
+        }
+    }
+    let update_s = t_update.elapsed().as_secs_f64();
+    let report = report.unwrap_or(drift_core::train::StepReport {
+        applied: false,
+        skipped: None,
+        grad_norm: 0.0,
+        lr: cfg.optim.adamw.lr,
+    });
+    if diag.is_empty() {
+        diag.push(drift_core::loss::LossDiagnostics::default());
+    }
+    let totals = UpdateTotals { diag, report, calls, images };
+    let timing = (batch.rollout_seconds, batch.reward_seconds, update_s);
+    let mut values = batch_values(&Scored::of_tree(batch), batch.degenerate_frac, cfg, timing);
+    values.extend(totals.values());
+    let per_call = if cfg.guidance != 1.0 { 2 } else { 1 };
+    values.push(("evals/rollout_calls", cfg.schedule.steps as f64 * per_call as f64));
+    values.push(("evals/rollout_images", batch.tree.evaluations as f64));
+    values.push(("tree/leaves", batch.images.len() as f64));
+    values.push(("tree/edges", batch.edges.steps.len() as f64));
+    values.push(("tree/edges_kept", kept.len() as f64));
+    values.push((
+        "tree/shallowest_dropped_depth",
+        batch.dropped_depths.iter().min().map_or(f64::NAN, |&d| d as f64),
+    ));
+    // The tree's shape in the progress line: leaves per prompt, edges built and trained.
+    let figures = vec![
+        ("reward", values[0].1),
+        ("strict", values[3].1),
+        ("leaves/prompt", cfg.group_size as f64),
+        ("edges", batch.edges.steps.len() as f64),
+        ("trained", kept.len() as f64),
     ];
-    values.extend(d.pairs());
-    Ok((values, [("reward", mean), ("strict", strict)]))
+    Ok((values, figures))
+}
+
+/// One grid per tree (root → leaves) for up to 4 held-out prompts, sampled by the trained
+/// policy (under its EMA weights when configured) with the rollout's tree, in `dir`.
+fn write_tree_grids<T: ImageTask>(
+    m: &Models,
+    task: &T,
+    reward: &ImageReward<T::Prompt>,
+    cfg: &FlowGrpoConfig,
+    branch: &crate::branch::BranchConfig,
+    schedule: &Schedule,
+    dir: &Path,
+) -> Result<()> {
+    std::fs::create_dir_all(dir).map_err(|e| io_err(dir, e))?;
+    let prompts = spread(task.eval_prompts(), 4);
+    let draw = || -> Result<()> {
+        let dev = m.view.device().clone();
+        let cond = task.encode(&prompts, &dev)?;
+        let key = super::rollout::rollout_key(cfg.run.seed, u64::MAX);
+        let mc = m.view.config();
+        let rows: Vec<u64> = (0..prompts.len() as u64).collect();
+        let x = super::rollout::initial_noise(
+            key,
+            &rows,
+            (mc.channels, mc.image_size, mc.image_size),
+            &dev,
+        )?;
+        let null = m.view.null_prompt(prompts.len())?;
+        let guide = drift_samplers::flow::Guidance { uncond: &null, scale: cfg.guidance };
+        let guidance = (cfg.guidance != 1.0).then_some(&guide);
+        let tree = drift_samplers::flow::rollout_tree(
+            &m.view,
+            &x,
+            &cond,
+            schedule,
+            &cfg.rollout,
+            &branch.tree,
+            guidance,
+            key,
+            &rows,
+        )?;
+        let leaves = super::task::tensor_to_images(tree.leaves())?;
+        let per = branch.tree.leaves_per_root();
+        let leaf_prompts: Vec<T::Prompt> =
+            prompts.iter().flat_map(|q| std::iter::repeat_n(q.clone(), per)).collect();
+        let scores: Vec<f64> = reward
+            .evaluate_batch(&super::task::image_samples(&leaf_prompts, &leaves)?)
+            .iter()
+            .map(|o| o.score)
+            .collect();
+        let fused = crate::branch::fuse_rewards(&tree, &scores, branch.fusion)?;
+        // Each drawn level shows the model's clean-image prediction x̂₀ = x − σ v.
+        let mut previews = tree.latents.clone();
+        let n = schedule.steps();
+        for level in crate::branch::grid::drawn_levels(&tree).into_iter().filter(|&l| l < n) {
+            let x = &tree.latents[level];
+            let rows = x.dim(0)?;
+            let idx: Vec<u32> = tree.trees[level].iter().map(|&t| t as u32).collect();
+            let idx = candle_core::Tensor::from_vec(idx, rows, &dev)?;
+            let sigma = f64::from(schedule.sigmas()[level]);
+            let s = candle_core::Tensor::full(sigma as f32, rows, &dev)?;
+            let null = m.view.null_prompt(rows)?;
+            let guide = drift_samplers::flow::Guidance { uncond: &null, scale: cfg.guidance };
+            let guidance = (cfg.guidance != 1.0).then_some(&guide);
+            let c = cond.index_select(&idx, 0)?;
+            let v = drift_samplers::flow::guided_velocity(&m.view, x, &s, &c, guidance)?;
+            previews[level] = (x - (v * sigma)?)?;
+        }
+        for (k, q) in prompts.iter().enumerate() {
+            let name: String = task
+                .caption(q)
+                .chars()
+                .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+                .collect();
+            let path = dir.join(format!("tree-{k}-{name}.png"));
+            crate::branch::write_tree_grid(&path, &tree, k, &fused, &previews)?;
+        }
+        Ok(())
+    };
+    match m.opt.ema() {
+        Some(ema) => ema.with_weights(m.opt.params(), draw)?,
+        None => draw(),
+    }
 }

@@ -34,7 +34,8 @@ pub struct TreeConfig {
     /// stochastic step of the rollout. Default `[0, 3, 6]` (three splits over a 10-step
     /// schedule: 8 leaves per prompt at `b = 2`).
     pub split_steps: Vec<usize>,
-    /// Children per split, `b ≥ 2`. Default 2 (BranchGRPO's binary tree).
+    /// Children per split, `b ≥ 1`. Default 2 (BranchGRPO's binary tree); `b = 1` splits
+    /// nothing, so the tree is the flat [`super::rollout_sde`] rollout of its roots.
     pub branching: usize,
     /// Multiplier `s` of the transition's std at split steps: the children are drawn from
     /// `N(μ, (s·std)²)`, and their log-probability is taken under that density. Default 1
@@ -58,8 +59,8 @@ impl TreeConfig {
     pub fn validate(&self, steps: usize, rollout: &RolloutConfig) -> Result<()> {
         let bad =
             |field, value: String, expected| Err(FlowError::Config { field, value, expected });
-        if self.branching < 2 {
-            return bad("tree.branching", self.branching.to_string(), "at least 2 children");
+        if self.branching == 0 {
+            return bad("tree.branching", self.branching.to_string(), "at least 1 child");
         }
         if !(self.split_noise > 0.0 && self.split_noise.is_finite()) {
             return bad("tree.split_noise", self.split_noise.to_string(), "a finite number > 0");
@@ -400,13 +401,26 @@ mod tests {
     }
 
     #[test]
+    fn one_child_per_split_is_the_flat_rollout() {
+        let (x, c) = roots(2);
+        let s = schedule(4);
+        let cfg = RolloutConfig::default();
+        let one = TreeConfig { split_steps: vec![0, 2], branching: 1, split_noise: 1.0 };
+        let key = RngKey::new(4);
+        let t = rollout_tree(&Shifted, &x, &c, &s, &cfg, &one, None, key, &[3, 8]).unwrap();
+        let r = rollout_sde(&Shifted, &x, &c, &s, &cfg, None, key, &[3, 8]).unwrap();
+        assert_eq!(rows2(t.leaves()), rows2(r.latents.last().unwrap()));
+        assert_eq!(t.depths, vec![0, 1, 1, 2, 2], "a split with one child still counts a depth");
+    }
+
+    #[test]
     fn bad_trees_are_named() {
         let s = 10;
         let cfg =
             RolloutConfig { window: Some(Window { start: 0, len: 3 }), ..RolloutConfig::default() };
         let err = |t: TreeConfig| t.validate(s, &cfg).unwrap_err().to_string();
         assert!(err(TreeConfig {
-            branching: 1,
+            branching: 0,
             ..TreeConfig { split_steps: vec![0], ..TreeConfig::default() }
         })
         .contains("tree.branching"));
