@@ -1,5 +1,5 @@
-//! drift-flow: flow-matching image models, their pretraining, Flow-GRPO, and the first pieces of
-//! BranchGRPO (tree-reward fusion and depth-wise advantages; its trainer is planned).
+//! drift-flow: flow-matching image models, their pretraining, Flow-GRPO, and BranchGRPO (tree
+//! rollouts through the Flow-GRPO trainer: reward fusion, depth-wise advantages, pruning, Mix).
 
 pub mod branch;
 pub mod error;
