@@ -48,6 +48,7 @@ Examples:
   drift sample flow --model examples/checkpoints/flow-shapes-v2 --prompt 'a red circle left of a square' --out grid.png
   drift plot runs/flow-grpo/metrics.jsonl --keys reward/mean,clip/frac --out curves.png
   drift bench flow
+  drift bench branch                                 # Flow-GRPO vs BranchGRPO: evaluations and time per iteration
 
 Configs are TOML files; `--set key.path=value` overrides any field (values parsed as TOML).
 Progress bars are drawn only when stderr is a terminal; otherwise (logs, CI, pipes) progress is
@@ -90,7 +91,9 @@ enum Command {
     ///
     /// Cases: matmul (f32 1024³ reference; 4096³ on a GPU), rng (one Flow-GRPO rollout
     /// step's keyed noise, 64 × 3072 normals), dllm (shipped code dLLM forward and
-    /// forward+backward, 16 × 200 tokens), flow (shipped DiT, 32 images, 10-step ODE and SDE).
+    /// forward+backward, 16 × 200 tokens), flow (shipped DiT, 32 images, 10-step ODE and SDE),
+    /// branch (one RL iteration, rollout + update, of Flow-GRPO and the BranchGRPO presets,
+    /// 16 prompts × 8 images: model evaluations and wall time).
     /// Run from the repository root. Example: drift bench dllm flow --iters 5
     Bench {
         /// Cases to run (default: all).

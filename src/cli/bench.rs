@@ -15,7 +15,7 @@ use drift::samplers::flow::{rollout_sde, sample_ode, RolloutConfig, Schedule, Sc
 use serde_json::json;
 
 /// The cases `drift bench` knows.
-pub const CASES: &[&str] = &["matmul", "rng", "dllm", "flow"];
+pub const CASES: &[&str] = &["matmul", "rng", "dllm", "flow", "branch"];
 
 /// Runs `cases` (all when empty) with `iters` timed repetitions each on `dev` (each timed run
 /// ends with a device synchronisation, so GPU times include the queued kernels).
@@ -28,6 +28,7 @@ pub fn run(cases: &[String], iters: usize, dev: &Device) -> Result<()> {
             "rng" => rng(iters, dev)?,
             "dllm" => dllm(iters, dev)?,
             "flow" => flow(iters, dev)?,
+            "branch" => branch(iters, dev)?,
             other => {
                 return Err(super::usage(format!(
                     "unknown bench case {other:?}: expected one of {CASES:?}"
@@ -152,5 +153,87 @@ fn flow_train_step(dir: &Path, iters: usize, dev: &Device) -> Result<()> {
         "batch": b, "seconds": secs, "images_per_s": b as f64 / secs,
     });
     outln!("{line}");
+    Ok(())
+}
+
+/// One RL iteration (rollout with the GenEval-style reward, then one update) of Flow-GRPO and of
+/// the BranchGRPO presets from the shipped DiT, 16 prompts × 8 final images each: model
+/// evaluations (one model pass over one image at one step; policy and reference counted),
+/// trained actions and the median wall time over `iters` iterations after one warm-up, with the
+/// speed-up over Flow-GRPO with the SDE on every step (the paper's baseline).
+fn branch(iters: usize, dev: &Device) -> Result<()> {
+    use drift::core::train::{Optimizer, ParamSet};
+    use drift::flow::branch::{sample_tree_batch, update_edges};
+    use drift::flow::grpo::{sample_batch, shapes_reward, update, FlowGrpoConfig};
+    use std::time::Instant;
+    let presets = [
+        ("flow_grpo_all_steps", FlowGrpoConfig::flow_grpo_all_steps()),
+        ("flow_grpo (default: SDE on steps 0-2)", FlowGrpoConfig::default()),
+        ("branch_grpo", FlowGrpoConfig::branch_grpo()),
+        ("branch_grpo_pruned", FlowGrpoConfig::branch_grpo_pruned()),
+        ("branch_grpo_mix", FlowGrpoConfig::branch_grpo_mix()),
+    ];
+    let task = ShapesTask::new()?;
+    let mut baseline = None;
+    for (name, cfg) in presets {
+        super::existing_dir(&cfg.base, "the shipped DiT")?;
+        let reward = shapes_reward(&cfg.rewards)?;
+        let (policy, varmap) = load_dit_trainable(&cfg.base, dev)?;
+        let reference = load_dit_frozen(&cfg.base, dev)?;
+        let mut opt = Optimizer::new(cfg.optim, ParamSet::all(&varmap))?;
+        let schedule = Schedule::new(&cfg.schedule)?;
+        let mut runs = Vec::new();
+        let mut counts = (0, 0, 0);
+        for rep in 0..=iters.max(1) {
+            let start = Instant::now();
+            let (rollout_evals, r) = match &cfg.branch {
+                None => {
+                    let b = sample_batch(&policy, &task, reward.as_ref(), &cfg, &schedule, 0)?;
+                    let rollout_s = start.elapsed().as_secs_f64();
+                    let rows: Vec<usize> = (0..b.len()).collect();
+                    let r = update(&policy, &reference, &b, &rows, &cfg, &schedule, &mut opt)?;
+                    // One model pass per image per step (twice under guidance).
+                    let per_call = if cfg.guidance != 1.0 { 2 } else { 1 };
+                    (b.len() * cfg.schedule.steps * per_call, (rollout_s, r))
+                }
+                Some(branch) => {
+                    let b = sample_tree_batch(
+                        &policy,
+                        &task,
+                        reward.as_ref(),
+                        &cfg,
+                        branch,
+                        &schedule,
+                        0,
+                    )?;
+                    let rollout_s = start.elapsed().as_secs_f64();
+                    let r =
+                        update_edges(&policy, &reference, &b, &b.kept, &cfg, &schedule, &mut opt)?;
+                    (b.tree.evaluations, (rollout_s, r))
+                }
+            };
+            dev.synchronize()?;
+            let total = start.elapsed().as_secs_f64();
+            let (rollout_s, report) = r;
+            counts =
+                (rollout_evals, report.cost.image_evaluations, report.diagnostics.actions as usize);
+            if rep > 0 {
+                runs.push((total, rollout_s));
+            }
+        }
+        runs.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let (secs, rollout_s) = runs[runs.len() / 2];
+        let base = *baseline.get_or_insert(secs);
+        let line = json!({
+            "case": "branch", "preset": name, "prompts": cfg.prompts_per_step,
+            "images_per_prompt": cfg.group_size,
+            "tree": cfg.branch.as_ref().map(|b| b.shape()),
+            "rollout_model_evals": counts.0, "update_model_evals": counts.1,
+            "trained_actions": counts.2, "rollout_s": rollout_s, "update_s": secs - rollout_s,
+            "seconds": secs, "speedup_vs_flow_grpo_all_steps": base / secs,
+            "threads": candle_core::utils::get_num_threads(),
+        });
+        outln!("{line}");
+    }
     Ok(())
 }
