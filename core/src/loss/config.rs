@@ -63,6 +63,11 @@ pub enum KlEstimator {
     K2,
     /// `k3 = exp(lp_ref − lp_new) − (lp_ref − lp_new) − 1` (GRPO, d1, DiffuCoder).
     K3,
+    /// k3 bounded as verl's `low_var_kl`: the log-ratio `lp_ref − lp_new` clamped to ±20, then
+    /// `k3` clamped to ±10, so a token the policy has made far less likely than the reference
+    /// (`π_ref/π > ~13.5`) contributes a constant and no gradient instead of a weight
+    /// `1 − π_ref/π` in the hundreds (the single-token KL spikes of BENCHMARKS.md, session 15).
+    LowVarKl,
     /// A KL the caller computed per action, such as Flow-GRPO's Gaussian-mean KL
     /// ([`crate::loss::gaussian_mean_kl`]); pass it as [`crate::loss::Reference::Kl`].
     Precomputed,

@@ -15,6 +15,10 @@ pub fn kl_estimate(estimator: KlEstimator, lp: &Tensor, lp_ref: &Tensor) -> Resu
         KlEstimator::K1 => d.neg()?,
         KlEstimator::K2 => (d.sqr()? * 0.5)?,
         KlEstimator::K3 => ((d.exp()? - &d)? - 1.0)?,
+        KlEstimator::LowVarKl => {
+            let d = d.clamp(-20.0, 20.0)?;
+            ((d.exp()? - &d)? - 1.0)?.clamp(-10.0, 10.0)?
+        }
         KlEstimator::Precomputed => {
             return Err(CoreError::Mismatch(
                 "the `precomputed` KL estimator takes a per-action KL (Reference::Kl), not reference log-probs"
@@ -69,6 +73,28 @@ mod tests {
             assert!((g - w).abs() < 1e-15);
         }
         assert!(kl_estimate(KlEstimator::Precomputed, &lp, &lp_ref).is_err());
+        Ok(())
+    }
+
+    #[test]
+    fn low_var_kl_is_k3_below_its_bound_and_flat_above_it() -> Result<()> {
+        let dev = Device::Cpu;
+        // lp_ref − lp = −0.5, 1 (k3 as above), 3 (k3 = e³ − 4 = 16.09 → 10), 30 (clamped to 20).
+        let lp = candle_core::Var::new(&[-1.0f64, -2.0, -4.0, -31.0], &dev)?;
+        let lp_ref = Tensor::new(&[-1.5f64, -1.0, -1.0, -1.0], &dev)?;
+        let k = kl_estimate(KlEstimator::LowVarKl, lp.as_tensor(), &lp_ref)?;
+        let v = k.to_vec1::<f64>()?;
+        let want = [(-0.5f64).exp() + 0.5 - 1.0, 1f64.exp() - 2.0, 10.0, 10.0];
+        for (g, w) in v.iter().zip(want) {
+            assert!((g - w).abs() < 1e-12, "{v:?}");
+        }
+        // d k3 / d lp = 1 − exp(lp_ref − lp) below the bound; 0 where the clamp holds.
+        let grads = k.sum_all()?.backward()?;
+        let g = grads.get(lp.as_tensor()).expect("a gradient").to_vec1::<f64>()?;
+        let want = [1.0 - (-0.5f64).exp(), 1.0 - 1f64.exp(), 0.0, 0.0];
+        for (a, b) in g.iter().zip(want) {
+            assert!((a - b).abs() < 1e-12, "{g:?}");
+        }
         Ok(())
     }
 
