@@ -129,14 +129,14 @@ impl FlowGrpoConfig {
         }
     }
 
-    /// [`Self::branch_grpo`] with the backward set pruned: half of each tree's leaves (largest
-    /// `|advantage|`) keep their edges below the last split, and the edges into depths 8 and 9
-    /// are dropped, sliding one level up every 10 iterations down to depth 6 (the last split).
+    /// [`Self::branch_grpo`] with the backward set pruned: after the last split (steps 7 and
+    /// 8, the trained ones) half of each tree's leaves (largest `|advantage|`) keep their
+    /// edges, and the edges into depth 9 (step 8's) are dropped, the dropped depth sliding one
+    /// level up every 10 iterations down to depth 6 (the last split step's).
     pub fn branch_grpo_pruned() -> Self {
         let mut cfg = Self::branch_grpo();
         let branch = cfg.branch.get_or_insert_with(BranchConfig::default);
-        branch.prune =
-            PruneConfig { width_keep: 0.5, drop_depths: vec![8, 9], slide_every: Some(10) };
+        branch.prune = PruneConfig { width_keep: 0.5, drop_depths: vec![9], slide_every: Some(10) };
         cfg
     }
 

@@ -7,9 +7,10 @@
 //!   node))` over its children ([`Fusion::PathWeighted`]). A node that did not split has one
 //!   child and takes its reward.
 //! - **Depth-wise advantages.** Every trained edge (step `i`, child `k` of level `i + 1`)
-//!   carries its child's fused reward and the group `(tree, depth)` of the child's level; the
-//!   core's [`group_advantages`] normalises within those groups. The core sees group ids and
-//!   nothing else.
+//!   carries its child's fused reward and the group `(tree, i + 1)`: the nodes of one tree at
+//!   one depth, a depth being the transitions from the root (the reference's node depth, one
+//!   per step); the core's [`group_advantages`] normalises within those groups. The core sees
+//!   group ids and nothing else.
 
 use candle_core::{Device, Tensor};
 use drift_core::advantage::{group_advantages, AdvantageConfig, Advantages};
@@ -87,37 +88,42 @@ pub struct EdgeBatch {
     pub rewards: Vec<f32>,
     /// The child's tree (its prompt index).
     pub trees: Vec<usize>,
-    /// The depth of the child's level (the splits above it).
+    /// The splits above the child's level.
     pub depths: Vec<usize>,
-    /// The depth of the leaves, `D`.
+    /// The splits above the leaves, `D`.
     pub last_depth: usize,
-    /// The group `tree · (D + 1) + depth` of the child's level (`D` the deepest level's depth).
+    /// The last step that split (none for a tree without splits): width pruning ranks the
+    /// edges after it.
+    pub last_split: Option<usize>,
+    /// Levels per tree, `N + 1` (the roots' level 0 to the leaves' level `N`).
+    pub levels: usize,
+    /// The group `tree · (N + 1) + (step + 1)` of the edge: its tree and its child's level.
     pub groups: Vec<u32>,
-    /// `P · (D + 1)` groups in all.
+    /// `P · (N + 1)` groups in all.
     pub num_groups: usize,
 }
 
 impl EdgeBatch {
     /// Regroups the edges so that `trees_per_group` consecutive trees (the several trees of
-    /// one prompt) share their depth groups: group `⌊tree / r⌋ · (D + 1) + depth`.
+    /// one prompt) share their level groups: group `⌊tree / r⌋ · (N + 1) + step + 1`.
     pub fn group_trees(&mut self, trees_per_group: usize) {
         let r = trees_per_group.max(1);
-        let levels = self.last_depth + 1;
+        let levels = self.levels;
         self.groups = self
             .trees
             .iter()
-            .zip(&self.depths)
-            .map(|(&t, &d)| ((t / r) * levels + d) as u32)
+            .zip(&self.steps)
+            .map(|(&t, &i)| ((t / r) * levels + i + 1) as u32)
             .collect();
         self.num_groups = (self.num_groups / levels).div_ceil(r) * levels;
     }
 }
 
 /// Every edge of the steps in `steps` (each a stochastic step of the tree), with its child's
-/// reward from `node_rewards` ([`fuse_rewards`]) and its `(tree, depth)` group.
+/// reward from `node_rewards` ([`fuse_rewards`]) and its `(tree, child level)` group.
 pub fn edges(tree: &TreeRollout, node_rewards: &[Vec<f64>], steps: &[usize]) -> Result<EdgeBatch> {
     let n = tree.parents.len();
-    let depth_levels = tree.depths[n] + 1;
+    let levels = n + 1;
     let roots = tree.trees[0].len();
     let mut out = EdgeBatch {
         steps: Vec::new(),
@@ -125,9 +131,11 @@ pub fn edges(tree: &TreeRollout, node_rewards: &[Vec<f64>], steps: &[usize]) -> 
         rewards: Vec::new(),
         trees: Vec::new(),
         depths: Vec::new(),
-        last_depth: depth_levels - 1,
+        last_depth: tree.depths[n],
+        last_split: (0..n).rev().find(|&i| tree.split[i]),
+        levels,
         groups: Vec::new(),
-        num_groups: roots * depth_levels,
+        num_groups: roots * levels,
     };
     for &i in steps {
         if i >= n || !tree.stochastic[i] {
@@ -144,14 +152,14 @@ pub fn edges(tree: &TreeRollout, node_rewards: &[Vec<f64>], steps: &[usize]) -> 
             out.rewards.push(node_rewards[i + 1][k] as f32);
             out.trees.push(t);
             out.depths.push(depth);
-            out.groups.push((t * depth_levels + depth) as u32);
+            out.groups.push((t * levels + i + 1) as u32);
         }
     }
     Ok(out)
 }
 
 /// Depth-wise advantages of `batch`'s edges: [`group_advantages`] of their rewards within their
-/// `(tree, depth)` groups.
+/// `(tree, depth)` groups (a depth per step: each group holds a level's nodes once).
 pub fn depth_advantages(
     batch: &EdgeBatch,
     cfg: &AdvantageConfig,
@@ -241,9 +249,10 @@ mod tests {
         let leaves = [1.0, 0.0, 0.0, 0.0, 1.0, 1.0, 0.0, 1.0];
         let r = fuse_rewards(&t, &leaves, Fusion::Mean).unwrap();
         let e = edges(&t, &r, &[0, 2]).unwrap();
-        // Step 0: 4 children at depth 1; step 2: 8 leaves at depth 2. Depths 0..=2, 3 per tree.
-        assert_eq!(e.num_groups, 6);
-        assert_eq!(e.groups, vec![1, 1, 4, 4, 2, 2, 2, 2, 5, 5, 5, 5]);
+        // Step 0: 4 children at level 1; step 2: 8 leaves at level 3. Levels 0..=3, 4 per tree.
+        assert_eq!(e.num_groups, 8);
+        assert_eq!(e.groups, vec![1, 1, 5, 5, 3, 3, 3, 3, 7, 7, 7, 7]);
+        assert_eq!(e.last_split, Some(2));
         assert_eq!(e.trees, vec![0, 0, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1]);
         assert_eq!(e.depths, vec![1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2]);
         assert_eq!(e.last_depth, 2);
@@ -260,10 +269,26 @@ mod tests {
             assert!((x - y).abs() < 1e-6, "{a:?}");
         }
         assert!(edges(&t, &r, &[3]).unwrap_err().to_string().contains("stochastic step"));
+        // Steps 0 and 1 both lie below the first split, but each step's nodes are their own
+        // group: tree 0's two nodes (0.5, 0) give ±0.5/0.3536 = ±0.7071 at both steps with
+        // the unbiased std (pooling the two steps' four values would give ±0.866).
+        let all = edges(&t, &r, &[0, 1, 2]).unwrap();
+        let unbiased = AdvantageConfig { eps: 0.0, clip: None, ..AdvantageConfig::branch_grpo() };
+        let a = depth_advantages(&all, &unbiased, &Device::Cpu)
+            .unwrap()
+            .values
+            .to_vec1::<f32>()
+            .unwrap();
+        for k in [0, 4] {
+            assert!(
+                (a[k] - 0.70710677).abs() < 1e-6 && (a[k + 1] + 0.70710677).abs() < 1e-6,
+                "{a:?}"
+            );
+        }
         // Both trees as one prompt's: a group per depth, the trees' nodes together.
         let mut both = e.clone();
         both.group_trees(2);
-        assert_eq!(both.num_groups, 3);
-        assert_eq!(both.groups, vec![1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2]);
+        assert_eq!(both.num_groups, 4);
+        assert_eq!(both.groups, vec![1, 1, 1, 1, 3, 3, 3, 3, 3, 3, 3, 3]);
     }
 }

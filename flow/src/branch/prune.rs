@@ -2,15 +2,18 @@
 //! trained, the forward tree is never cut (its rewards and advantages are computed on every
 //! node first).
 //!
-//! - **Width**: among the edges after the last split (the leaves' level and the non-split steps
-//!   below it), keep per tree the `keep` fraction with the largest `|advantage|`, the nodes
-//!   that carry the most signal; earlier edges are kept whole.
+//! - **Width**: among the edges of the steps after the last split step, keep per tree the
+//!   `keep` fraction of nodes with the largest `|advantage|` (the nodes that carry the most
+//!   signal), each with all its edges there; the split edges and everything above them are
+//!   kept whole. (The reference's mode 2 keeps the best and worst `keep/2` by signed advantage
+//!   over the whole batch; its mode 1 keeps the first half of each chain's steps.)
 //! - **Depth**: drop every edge whose child lies at one of the listed depths, a node's depth
 //!   being the reference's: the transitions from its root (the child of step `i` lies at depth
 //!   `i + 1`, whether or not step `i` split). With the sliding schedule the dropped depths move
-//!   one level up (towards the root) every `slide_every` iterations, and stop moving once the
-//!   shallowest of them reaches the last split step's depth (the reference's
-//!   `depth_pruning_slide`, whose stop depth is the largest split point).
+//!   one level up (towards the root) every `slide_every` iterations, counted from 1 as the
+//!   reference counts them, and stop moving once the shallowest of them reaches the last split
+//!   step's depth (the reference's `depth_pruning_slide`, whose stop depth is the largest split
+//!   point).
 
 use serde::{Deserialize, Serialize};
 
@@ -60,14 +63,16 @@ impl PruneConfig {
         Ok(())
     }
 
-    /// The depths dropped at iteration `iteration` of a tree whose last split is step
-    /// `last_split`: `drop_depths` shifted up by `⌊iteration / slide_every⌋` levels, the shift
-    /// capped so the shallowest stays at depth `last_split` or deeper.
+    /// The depths dropped at iteration `iteration` (0-based) of a tree whose last split is step
+    /// `last_split`: `drop_depths` shifted up by `⌊(iteration + 1) / slide_every⌋` levels (the
+    /// reference counts iterations from 1), the shift capped so the shallowest stays at depth
+    /// `last_split` or deeper.
     pub fn dropped_depths(&self, iteration: u64, last_split: usize) -> Vec<usize> {
         let Some(every) = self.slide_every else { return self.drop_depths.clone() };
         let Some(&shallowest) = self.drop_depths.iter().min() else { return Vec::new() };
         let max_shift = shallowest.saturating_sub(last_split);
-        let shift = usize::try_from(iteration / every.max(1)).unwrap_or(usize::MAX).min(max_shift);
+        let shift =
+            usize::try_from((iteration + 1) / every.max(1)).unwrap_or(usize::MAX).min(max_shift);
         self.drop_depths.iter().map(|d| d - shift).collect()
     }
 }
@@ -91,12 +96,14 @@ pub fn kept_edges(
             expected: format!("one per edge ({n})"),
         });
     }
-    let (trees, depths, last_depth) = (&batch.trees, &batch.depths, batch.last_depth);
-    // Width: rank each tree's last-level nodes by |advantage| and keep the top fraction.
+    let trees = &batch.trees;
+    // Edges of the steps after the last split; below it a node keeps its index in every level.
+    let after = |e: usize| batch.last_split.is_none_or(|s| batch.steps[e] > s);
+    // Width: rank each tree's nodes there by |advantage| and keep the top fraction.
     let mut keep_node = std::collections::HashSet::new();
     let mut by_tree: std::collections::BTreeMap<usize, Vec<(usize, f32)>> = Default::default();
     for e in 0..n {
-        if depths[e] == last_depth {
+        if after(e) {
             let node = (trees[e], batch.children[e]);
             let entry = by_tree.entry(trees[e]).or_default();
             if !entry.iter().any(|&(c, _)| c == node.1) {
@@ -111,7 +118,7 @@ pub fn kept_edges(
     }
     Ok((0..n)
         .filter(|&e| !drop_depths.contains(&(batch.steps[e] + 1)))
-        .filter(|&e| depths[e] != last_depth || keep_node.contains(&(trees[e], batch.children[e])))
+        .filter(|&e| !after(e) || keep_node.contains(&(trees[e], batch.children[e])))
         .collect())
 }
 
@@ -129,6 +136,8 @@ mod tests {
             trees: vec![],
             depths: vec![],
             last_depth: 2,
+            last_split: Some(0),
+            levels: 4,
             groups: vec![],
             num_groups: 6,
         };
@@ -169,6 +178,12 @@ mod tests {
         assert_eq!(leaves, vec![0, 3, 5, 6, 0, 3, 5, 6]);
         let all = kept_edges(&b, &adv, &PruneConfig::default(), &[]).unwrap();
         assert_eq!(all, (0..20).collect::<Vec<_>>());
+        // A split at step 1 keeps its edges whole: only step 2's are ranked.
+        let later = EdgeBatch { last_split: Some(1), ..b.clone() };
+        let kept = kept_edges(&later, &adv, &cfg, &[]).unwrap();
+        assert_eq!(&kept[..12], &(0..12).collect::<Vec<_>>()[..]);
+        let leaves: Vec<usize> = kept[12..].iter().map(|&e| b.children[e]).collect();
+        assert_eq!(leaves, vec![0, 3, 5, 6]);
     }
 
     #[test]
@@ -187,13 +202,14 @@ mod tests {
     #[test]
     fn the_sliding_schedule_moves_the_dropped_depths_up_to_the_last_split() {
         // 10 steps, last split at step 6: depths 8..=10 dropped at first, one level up every
-        // 5 iterations, until the shallowest is depth 6.
+        // 5 iterations counted from 1 (index 4 is the reference's 5th iteration), until the
+        // shallowest is depth 6.
         let cfg =
             PruneConfig { drop_depths: vec![8, 9, 10], slide_every: Some(5), ..Default::default() };
         assert_eq!(cfg.dropped_depths(0, 6), vec![8, 9, 10]);
-        assert_eq!(cfg.dropped_depths(4, 6), vec![8, 9, 10]);
-        assert_eq!(cfg.dropped_depths(5, 6), vec![7, 8, 9]);
-        assert_eq!(cfg.dropped_depths(10, 6), vec![6, 7, 8]);
+        assert_eq!(cfg.dropped_depths(3, 6), vec![8, 9, 10]);
+        assert_eq!(cfg.dropped_depths(4, 6), vec![7, 8, 9]);
+        assert_eq!(cfg.dropped_depths(9, 6), vec![6, 7, 8]);
         assert_eq!(cfg.dropped_depths(500, 6), vec![6, 7, 8]);
         let fixed = PruneConfig { slide_every: None, ..cfg.clone() };
         assert_eq!(fixed.dropped_depths(500, 6), vec![8, 9, 10]);

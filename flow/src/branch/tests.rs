@@ -192,7 +192,7 @@ fn mix_trains_only_the_split_edges_inside_the_sde_window_and_pruning_shrinks_the
     assert_eq!(b.edges.steps.len(), 2 * (2 + 4 + 8));
     // 1 + 2 + 4 + 8 live nodes per root before steps 0..3.
     assert_eq!(b.tree.evaluations, 2 * 15);
-    // Width pruning keeps half of each tree's leaves (and so of the last split's edges).
+    // Width pruning ranks only the edges after the last split: Mix has none, so it keeps all.
     let pruned = BranchConfig {
         prune: PruneConfig { width_keep: 0.5, ..PruneConfig::default() },
         ..branch.clone()
@@ -209,7 +209,27 @@ fn mix_trains_only_the_split_edges_inside_the_sde_window_and_pruning_shrinks_the
     )
     .unwrap();
     assert_eq!(p.edges, b.edges, "the forward tree is never cut");
-    assert_eq!(p.kept.len(), 2 * (2 + 4 + 4));
+    assert_eq!(p.kept.len(), b.edges.steps.len());
+    // Splits at steps 0 and 1, SDE everywhere: step 2's 4 leaves per tree are ranked and half
+    // keep their edge; the split edges stay (2 + 4 + 2 per prompt).
+    let tree = TreeConfig { split_steps: vec![0, 1], branching: 2, split_noise: 1.0 };
+    let wide = BranchConfig {
+        tree,
+        prune: PruneConfig { width_keep: 0.5, ..PruneConfig::default() },
+        ..BranchConfig::default()
+    };
+    let cfg_wide = FlowGrpoConfig {
+        group_size: 4,
+        rollout: RolloutConfig::default(),
+        branch: Some(wide.clone()),
+        ..toy_config(dir.path())
+    };
+    cfg_wide.validate().unwrap();
+    let w =
+        sample_tree_batch(&policy, &ToyTask::new(), &Brightness, &cfg_wide, &wide, &schedule, 0)
+            .unwrap();
+    assert_eq!(w.edges.steps.len(), 2 * (2 + 4 + 4));
+    assert_eq!(w.kept.len(), 2 * (2 + 4 + 2));
     // A group size that is not the tree's leaves is named.
     let bad = FlowGrpoConfig { group_size: 6, ..cfg.clone() };
     assert!(bad.validate().unwrap_err().to_string().contains("roots_per_prompt"));

@@ -399,10 +399,16 @@ fn update_tree_and_measure<P>(
 ) -> Result<(Vec<Figure>, Vec<Figure>)> {
     let t_update = Instant::now();
     let kept = &batch.kept;
-    let per_update = kept.len().div_ceil(cfg.updates_per_batch).max(1);
+    // Mini-batch u takes every U-th kept edge, so each optimizer step sees every step of the
+    // tree (the edges are stored step by step).
+    let u = cfg.updates_per_batch.max(1);
+    let parts: Vec<Vec<usize>> = (0..u)
+        .map(|k| kept.iter().skip(k).step_by(u).copied().collect::<Vec<_>>())
+        .filter(|p| !p.is_empty())
+        .collect();
     let (mut diag, mut report, mut calls, mut images) = (Vec::new(), None, 0, 0);
     for _ in 0..cfg.inner_epochs {
-        for part in kept.chunks(per_update) {
+        for part in &parts {
             let r = update_edges(&m.policy, &m.reference, batch, part, cfg, schedule, &mut m.opt)?;
             if let Some(reason) = r.step.skipped {
                 run.println(&format!(
