@@ -178,13 +178,14 @@ fn branch(iters: usize, dev: &Device) -> Result<()> {
     for (name, cfg) in presets {
         super::existing_dir(&cfg.base, "the shipped DiT")?;
         let reward = shapes_reward(&cfg.rewards)?;
-        let (policy, varmap) = load_dit_trainable(&cfg.base, dev)?;
         let reference = load_dit_frozen(&cfg.base, dev)?;
-        let mut opt = Optimizer::new(cfg.optim, ParamSet::all(&varmap))?;
         let schedule = Schedule::new(&cfg.schedule)?;
         let mut runs = Vec::new();
         let mut counts = (0, 0, 0);
         for rep in 0..=iters.max(1) {
+            // Every repetition starts from the base weights: the same batch, masks and work.
+            let (policy, varmap) = load_dit_trainable(&cfg.base, dev)?;
+            let mut opt = Optimizer::new(cfg.optim, ParamSet::all(&varmap))?;
             let start = Instant::now();
             let (rollout_evals, r) = match &cfg.branch {
                 None => {
