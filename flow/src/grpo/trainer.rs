@@ -308,11 +308,35 @@ fn update_and_measure<P>(
     let b = batch.len();
     let per_update = b.div_ceil(cfg.updates_per_batch);
     let per_call = if cfg.guidance != 1.0 { 2 } else { 1 };
+    let parts: Vec<Vec<usize>> = (0..cfg.updates_per_batch)
+        .map(|u| (u * per_update..((u + 1) * per_update).min(b)).collect())
+        .collect();
+    let totals = run_updates(&parts, cfg, run, step, |rows| {
+        update(&m.policy, &m.reference, batch, rows, cfg, schedule, &mut m.opt)
+    })?;
+    let update_s = t_update.elapsed().as_secs_f64();
+    let timing = (batch.rollout_seconds, batch.reward_seconds, update_s);
+    let mut values = batch_values(&Scored::of_flat(batch), batch.degenerate_frac, cfg, timing);
+    values.extend(totals.values());
+    values.push(("evals/rollout_calls", batch.rollout.evaluations as f64));
+    values.push(("evals/rollout_images", (b * cfg.schedule.steps * per_call) as f64));
+    let figures = vec![("reward", values[0].1), ("strict", values[3].1)];
+    Ok((values, figures))
+}
+
+/// Runs `one` on every mini-batch of `parts`, `inner_epochs` times (one optimizer step each),
+/// reporting skipped steps, and sums what they did.
+fn run_updates(
+    parts: &[Vec<usize>],
+    cfg: &FlowGrpoConfig,
+    run: &Run,
+    step: u64,
+    mut one: impl FnMut(&[usize]) -> Result<super::update::UpdateReport>,
+) -> Result<UpdateTotals> {
     let (mut diag, mut report, mut calls, mut images) = (Vec::new(), None, 0, 0);
     for _ in 0..cfg.inner_epochs {
-        for u in 0..cfg.updates_per_batch {
-            let rows: Vec<usize> = (u * per_update..((u + 1) * per_update).min(b)).collect();
-            let r = update(&m.policy, &m.reference, batch, &rows, cfg, schedule, &mut m.opt)?;
+        for part in parts.iter().filter(|p| !p.is_empty()) {
+            let r = one(part)?;
             if let Some(reason) = r.step.skipped {
                 run.println(&format!(
                     "iteration {step}: update skipped ({reason:?}); weights unchanged"
@@ -324,15 +348,17 @@ fn update_and_measure<P>(
             report = Some(r.step);
         }
     }
-    let update_s = t_update.elapsed().as_secs_f64();
-    let totals = UpdateTotals { diag, report: report.expect("at least one update"), calls, images };
-    let timing = (batch.rollout_seconds, batch.reward_seconds, update_s);
-    let mut values = batch_values(&Scored::of_flat(batch), batch.degenerate_frac, cfg, timing);
-    values.extend(totals.values());
-    values.push(("evals/rollout_calls", batch.rollout.evaluations as f64));
-    values.push(("evals/rollout_images", (b * cfg.schedule.steps * per_call) as f64));
-    let figures = vec![("reward", values[0].1), ("strict", values[3].1)];
-    Ok((values, figures))
+    // No mini-batch at all (every edge pruned): nothing applied, nothing to report.
+    let report = report.unwrap_or(drift_core::train::StepReport {
+        applied: false,
+        skipped: None,
+        grad_norm: 0.0,
+        lr: cfg.optim.adamw.lr,
+    });
+    if diag.is_empty() {
+        diag.push(drift_core::loss::LossDiagnostics::default());
+    }
+    Ok(UpdateTotals { diag, report, calls, images })
 }
 
 /// The updates of one iteration of all optimizer steps, summed.
@@ -406,32 +432,10 @@ fn update_tree_and_measure<P>(
         .map(|k| kept.iter().skip(k).step_by(u).copied().collect::<Vec<_>>())
         .filter(|p| !p.is_empty())
         .collect();
-    let (mut diag, mut report, mut calls, mut images) = (Vec::new(), None, 0, 0);
-    for _ in 0..cfg.inner_epochs {
-        for part in &parts {
-            let r = update_edges(&m.policy, &m.reference, batch, part, cfg, schedule, &mut m.opt)?;
-            if let Some(reason) = r.step.skipped {
-                run.println(&format!(
-                    "iteration {step}: update skipped ({reason:?}); weights unchanged"
-                ));
-            }
-            calls += r.cost.forward_calls;
-            images += r.cost.image_evaluations;
-            diag.push(r.diagnostics);
-            report = Some(r.step);
-        }
-    }
+    let totals = run_updates(&parts, cfg, run, step, |edges| {
+        update_edges(&m.policy, &m.reference, batch, edges, cfg, schedule, &mut m.opt)
+    })?;
     let update_s = t_update.elapsed().as_secs_f64();
-    let report = report.unwrap_or(drift_core::train::StepReport {
-        applied: false,
-        skipped: None,
-        grad_norm: 0.0,
-        lr: cfg.optim.adamw.lr,
-    });
-    if diag.is_empty() {
-        diag.push(drift_core::loss::LossDiagnostics::default());
-    }
-    let totals = UpdateTotals { diag, report, calls, images };
     let timing = (batch.rollout_seconds, batch.reward_seconds, update_s);
     let mut values = batch_values(&Scored::of_tree(batch), batch.degenerate_frac, cfg, timing);
     values.extend(totals.values());
