@@ -538,3 +538,92 @@ fn eval_dllm_reports_sampled_pass_at_k_for_each_k_up_to_the_samples() {
     assert_eq!(code, 2, "{text}");
     assert!(text.contains("--temperature"), "{text}");
 }
+
+#[test]
+fn the_sudoku_world_pretrains_evaluates_and_trains_end_to_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let pre = dir.path().join("pre");
+    let config =
+        concat!(env!("CARGO_MANIFEST_DIR"), "/examples/configs/pretrain_dllm_sudoku4.toml");
+    let sets = [
+        "run.steps=2",
+        "optim.schedule.total=2",
+        "optim.schedule.warmup=1",
+        "batch=2",
+        "model.d_model=32",
+        "model.mlp_hidden=64",
+        "model.n_layers=1",
+    ];
+    let mut args = vec!["pretrain", "dllm", "--config", config, "--out", pre.to_str().unwrap()];
+    for s in &sets {
+        args.extend(["--set", s]);
+    }
+    let (code, text) = drift(&args);
+    assert_eq!(code, 0, "{text}");
+    let model = pre.join("model");
+    assert!(model.join("tokenizer.json").is_file());
+    // A completion region shorter than the answer is named before any work.
+    let mut short = args.clone();
+    short.extend(["--set", "completion_len=10", "--force"]);
+    let (code, text) = drift(&short);
+    assert_ne!(code, 0);
+    assert!(text.contains("completion_len = 10") && text.contains("Sudoku"), "{text}");
+    let m = model.to_str().unwrap();
+    let (code, text) = drift(&["eval", "sudoku", "--model", m, "--n", "4", "--rule", "margin"]);
+    assert_eq!(code, 0, "{text}");
+    let line: serde_json::Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+    assert_eq!(line["puzzles"], 4);
+    assert_eq!(line["position"], "margin");
+    let (code, text) = drift(&["eval", "sudoku", "--model", m, "--rule", "threshold"]);
+    assert_ne!(code, 0);
+    assert!(text.contains("--rule threshold"), "{text}");
+    let rl = dir.path().join("rl");
+    let base = format!("base={m}");
+    let (code, text) = drift(&[
+        "train",
+        "dllm",
+        "--out",
+        rl.to_str().unwrap(),
+        "--set",
+        "world=\"sudoku\"",
+        "--set",
+        &base,
+        "--set",
+        "recipe=\"diffu_grpo\"",
+        "--set",
+        "run.steps=1",
+        "--set",
+        "prompts_per_step=1",
+        "--set",
+        "group_size=2",
+        "--set",
+        "inner_iterations=1",
+        "--set",
+        "eval_items=2",
+        "--set",
+        "decode.gen_length=28",
+        "--set",
+        "decode.block_length=28",
+        "--set",
+        "decode.steps=14",
+        "--set",
+        "eval_steps=14",
+    ]);
+    assert_eq!(code, 0, "{text}");
+    assert!(text.contains("held-out puzzles pass rate (2 items"), "{text}");
+    // Too short a canvas for the answer is refused by name.
+    let (code, text) = drift(&[
+        "train",
+        "dllm",
+        "--out",
+        dir.path().join("rl2").to_str().unwrap(),
+        "--set",
+        "world=\"sudoku\"",
+        "--set",
+        &base,
+        "--set",
+        "decode.gen_length=12",
+    ]);
+    assert_ne!(code, 0);
+    assert!(text.contains("decode.gen_length = 12"), "{text}");
+}

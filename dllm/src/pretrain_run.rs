@@ -26,6 +26,7 @@ use serde::{Deserialize, Serialize};
 use drift_samplers::dllm::Padding;
 
 use crate::error::{DllmError, Result};
+use crate::grpo::sudoku_task::{SudokuTaskConfig, TextWorld};
 use crate::model::{DiffusionLm, LoadOptions, ModelConfig, TinySpec, VocabSpec};
 use crate::pretrain::{masked_diffusion_loss_with, LossWeighting, MdmObjective};
 use crate::tokenizer::bpe::BpeConfig;
@@ -130,6 +131,11 @@ pub struct PretrainDllmConfig {
     /// character tokenizer (`tokenizer = "char"`, what the shipped `dllm-code-v0`…`v3` were
     /// trained with). Default BPE with 512 ids.
     pub tokenizer: TokenizerKind,
+    /// The corpus: the train split of `"code"` (the default) or `"sudoku"` (`[sudoku]`).
+    pub world: TextWorld,
+    /// The Sudoku world when `world = "sudoku"` (size, clues, seed, held-out share; the
+    /// solved bonus is the RL reward's and unused here).
+    pub sudoku: SudokuTaskConfig,
 }
 
 /// Which tokenizer a pretraining run builds.
@@ -161,6 +167,8 @@ impl Default for PretrainDllmConfig {
             run: RunSettings { steps: 2000, checkpoint_every: 250, ..RunSettings::default() },
             init_from: None,
             tokenizer: TokenizerKind::default(),
+            world: TextWorld::Code,
+            sudoku: SudokuTaskConfig::default(),
         }
     }
 }

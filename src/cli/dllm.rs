@@ -15,7 +15,7 @@ use candle_core::Device;
 use drift_dllm::grpo::TextTask;
 use drift_dllm::grpo::{
     decode_and_score, pass_at_k, sample_pass_counts, train_dllm_grpo, CodeTask, DllmGrpoConfig,
-    TaskScore,
+    DllmGrpoReport, ResolvedConfig, TaskScore, TextWorld,
 };
 use drift_dllm::model::{DiffusionLm, LoadOptions, ModelConfig};
 use drift_dllm::pretrain_run::{pretrain_dllm, PretrainDllmConfig, SftExample, TokenizerKind};
@@ -95,6 +95,9 @@ pub fn pretrain(cmd: &super::RunCommand<'_>, dev: &Device) -> Result<()> {
     let out = cmd.out;
     let (cfg, text): (PretrainDllmConfig, String) = cmd.load()?;
     cfg.validate().map_err(|e| super::usage(e.to_string()))?;
+    if cfg.world == TextWorld::Sudoku {
+        return super::sudoku::pretrain(cmd, &cfg, &text, dev);
+    }
     let world = code_world()?;
     let tok = corpus_tokenizer(&world, cfg.tokenizer)?;
     let (longest, template) = longest_target(&world, &tok)?;
@@ -129,6 +132,14 @@ pub fn train(cmd: &super::RunCommand<'_>, dev: &Device) -> Result<()> {
             cfg.base.display()
         )));
     }
+    if cfg.world == TextWorld::Sudoku {
+        if cfg.data.is_some() {
+            return Err(super::usage(
+                "data = FILE is a code-problem file; it cannot be used with world = \"sudoku\"",
+            ));
+        }
+        return super::sudoku::train(cmd, &cfg, &text, dev);
+    }
     let task = match &cfg.data {
         Some(path) => user_task(path, &cfg.sandbox)?,
         None => CodeTask::with_sandbox(&cfg.sandbox).map_err(|e| super::usage(e.to_string()))?,
@@ -149,6 +160,19 @@ pub fn train(cmd: &super::RunCommand<'_>, dev: &Device) -> Result<()> {
     )?;
     cmd.prepare_run_dir(&text)?;
     let r = train_dllm_grpo(&cfg, &text, &task, out, dev)?;
+    let headline = if task.is_user_data() { "held-out" } else { "held-out items" };
+    print_rl_report(&cfg, &rc, &r, headline);
+    super::print_finished(&r.run)
+}
+
+/// Prints a finished dLLM RL run: the recipe, where it stopped, and base → trained pass
+/// rates of the headline held-out set (`headline`) and of the task's further sets.
+pub fn print_rl_report(
+    cfg: &DllmGrpoConfig,
+    rc: &ResolvedConfig,
+    r: &DllmGrpoReport,
+    headline: &str,
+) {
     outln!(
         "recipe {:?}: estimator {:?}, mu {}, G {}",
         cfg.recipe,
@@ -157,7 +181,6 @@ pub fn train(cmd: &super::RunCommand<'_>, dev: &Device) -> Result<()> {
         rc.parts.group_size
     );
     super::print_stopped(&r.run, cfg.run.steps, "iteration");
-    let headline = if task.is_user_data() { "held-out" } else { "held-out items" };
     let sets = std::iter::once((headline, &r.base.main, &r.trained.main)).chain(
         r.base.extra.iter().zip(&r.trained.extra).map(|((n, b), (_, t))| (n.as_str(), b, t)),
     );
@@ -173,12 +196,11 @@ pub fn train(cmd: &super::RunCommand<'_>, dev: &Device) -> Result<()> {
             t.reward_mean
         );
     }
-    super::print_finished(&r.run)
 }
 
 /// The tokenizer saved in model folder `dir` (`tokenizer.json` or drift's character
 /// tokenizer file): the one the code task must encode prompts with.
-fn base_tokenizer(dir: &Path) -> Result<Tokenizer> {
+pub fn base_tokenizer(dir: &Path) -> Result<Tokenizer> {
     for name in [HF_TOKENIZER_FILE, CHAR_TOKENIZER_FILE] {
         let path = dir.join(name);
         if path.is_file() {

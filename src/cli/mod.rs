@@ -8,6 +8,7 @@ pub mod dllm;
 pub mod flow;
 pub mod resume;
 pub mod sample;
+pub mod sudoku;
 
 use std::path::Path;
 

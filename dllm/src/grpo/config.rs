@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{DllmError, Result};
 use crate::estimate::EstimatorConfig;
+use crate::grpo::sudoku_task::{SudokuTaskConfig, TextWorld};
 
 /// A dLLM RL recipe: an estimator, a ratio and loss, an advantage, `μ` and `G`, with the
 /// reference code's defaults (docs/algorithms.md §4).
@@ -173,6 +174,13 @@ pub struct DllmGrpoConfig {
     /// the run is refused; `mode = "limits"` runs them under resource limits only, with no
     /// filesystem or network jail. Also `timeout_s` (5), `memory_mb` (1024), `tmpfs_mb` (64).
     pub sandbox: SandboxConfig,
+    /// The world trained on and evaluated: `"code"` (the default) or `"sudoku"` (d1's 4×4
+    /// Sudoku, `[sudoku]`; `base` must then be a Sudoku model, e.g.
+    /// `examples/checkpoints/dllm-sudoku4-v1`, and `decode.gen_length` fit its answer).
+    pub world: TextWorld,
+    /// The Sudoku task when `world = "sudoku"` ([`SudokuTaskConfig`]: size 4, the world's
+    /// default clues, solved bonus 1).
+    pub sudoku: SudokuTaskConfig,
 }
 
 impl Default for DllmGrpoConfig {
@@ -216,6 +224,8 @@ impl Default for DllmGrpoConfig {
             shuffle_rewards: false,
             data: None,
             sandbox: SandboxConfig::default(),
+            world: TextWorld::Code,
+            sudoku: SudokuTaskConfig::default(),
         }
     }
 }

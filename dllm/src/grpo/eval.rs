@@ -49,9 +49,23 @@ pub fn decode_and_score<T: TextTask>(
         proposal: ProposalConfig { temperature: 0.0, ..decode_cfg.proposal },
         ..decode_cfg.clone()
     };
+    decode_and_score_keyed(model, task, items, &cfg, batch, 0)
+}
+
+/// Decodes each item once with `decode_cfg` as given (its temperature and position rule; the
+/// random rule and sampled proposals keyed by `seed`, rows from 0 in every batch) in batches
+/// of `batch` rows, and scores each completion.
+pub fn decode_and_score_keyed<T: TextTask>(
+    model: &DiffusionLm,
+    task: &T,
+    items: &[T::Item],
+    decode_cfg: &DecodeConfig,
+    batch: usize,
+    seed: u64,
+) -> Result<Vec<ScoredBatch>> {
     let mut out = Vec::new();
     for chunk in items.chunks(batch.max(1)) {
-        let (trajectory, completions) = decode_texts(model, task, chunk, &cfg, 1, 0, 0)?;
+        let (trajectory, completions) = decode_texts(model, task, chunk, decode_cfg, 1, 0, seed)?;
         let scores = task.score(chunk, &completions);
         out.push(ScoredBatch { trajectory, completions, scores });
     }

@@ -12,6 +12,7 @@
 pub mod config;
 pub mod eval;
 pub mod rollout;
+pub mod sudoku_task;
 pub mod task;
 #[cfg(test)]
 mod tests;
@@ -20,9 +21,11 @@ pub mod update;
 
 pub use config::{DllmGrpoConfig, Recipe, RecipeParts, ResolvedConfig, RECIPES};
 pub use eval::{
-    decode_and_score, evaluate, pass_at_k, sample_pass_counts, EvalReport, ScoredBatch,
+    decode_and_score, decode_and_score_keyed, evaluate, pass_at_k, sample_pass_counts, EvalReport,
+    ScoredBatch,
 };
 pub use rollout::{sample_batch, RolloutBatch};
+pub use sudoku_task::{SudokuTaskConfig, SudokuTextTask, TextWorld};
 pub use task::{CodeTask, TaskScore, TextTask};
 pub use trainer::{train_dllm_grpo, DllmGrpoReport, Evaluation};
 pub use update::{batch_log_probs, update, UpdateReport};

@@ -14,6 +14,9 @@
 use serde::{Deserialize, Serialize};
 use tokenizers::models::bpe::{BpeTrainerBuilder, BPE};
 use tokenizers::pre_tokenizers::byte_level::ByteLevel;
+use tokenizers::pre_tokenizers::digits::Digits;
+use tokenizers::pre_tokenizers::sequence::Sequence;
+use tokenizers::pre_tokenizers::PreTokenizerWrapper;
 use tokenizers::{AddedToken, TokenizerBuilder};
 
 use super::{BOS_ID, EOS_ID, MASK_ID, PAD_ID};
@@ -32,11 +35,15 @@ pub struct BpeConfig {
     pub vocab_size: usize,
     /// A pair is merged only if it occurs at least this often. Default 2.
     pub min_frequency: u64,
+    /// Split every digit into its own pre-token before the byte-level split (as LLaMA's and
+    /// Qwen2's tokenizers do), so no merge spans two digits: one token per Sudoku cell.
+    /// Default false (the code models' tokenizers).
+    pub individual_digits: bool,
 }
 
 impl Default for BpeConfig {
     fn default() -> Self {
-        Self { vocab_size: 512, min_frequency: 2 }
+        Self { vocab_size: 512, min_frequency: 2, individual_digits: false }
     }
 }
 
@@ -66,7 +73,7 @@ pub fn train_bpe(texts: &[String], cfg: &BpeConfig) -> Result<tokenizers::Tokeni
     let mut tok = TokenizerBuilder::new()
         .with_model(BPE::default())
         .with_normalizer(None::<tokenizers::NormalizerWrapper>)
-        .with_pre_tokenizer(Some(ByteLevel::default().add_prefix_space(false)))
+        .with_pre_tokenizer(Some(pre_tokenizer(cfg)))
         .with_post_processor(None::<tokenizers::PostProcessorWrapper>)
         .with_decoder(Some(ByteLevel::default()))
         .build()
@@ -77,6 +84,16 @@ pub fn train_bpe(texts: &[String], cfg: &BpeConfig) -> Result<tokenizers::Tokeni
     let tok: tokenizers::Tokenizer = json.parse().map_err(err)?;
     check_specials(&tok, "<bpe training>")?;
     Ok(tok)
+}
+
+/// GPT-2's byte-level split, after a split into single digits when asked.
+fn pre_tokenizer(cfg: &BpeConfig) -> PreTokenizerWrapper {
+    let bytes = ByteLevel::default().add_prefix_space(false);
+    if cfg.individual_digits {
+        Sequence::new(vec![Digits::new(true).into(), bytes.into()]).into()
+    } else {
+        bytes.into()
+    }
 }
 
 /// Checks that `tok` declares drift's special tokens at drift's ids (pad 0, mask 1, bos 2,
@@ -111,7 +128,7 @@ mod tests {
 
     #[test]
     fn trained_tokenizer_round_trips_compresses_and_is_deterministic() {
-        let cfg = BpeConfig { vocab_size: 300, min_frequency: 2 };
+        let cfg = BpeConfig { vocab_size: 300, min_frequency: 2, individual_digits: false };
         let tok = train_bpe(&corpus(), &cfg).unwrap();
         // Merges stop at the size, or earlier when no pair occurs twice.
         let n = tok.get_vocab_size(true);
@@ -135,8 +152,30 @@ mod tests {
     }
 
     #[test]
+    fn individual_digits_give_one_token_per_digit_and_round_trip() {
+        let grids: Vec<String> =
+            (0..60).map(|k| format!("<answer>\n{}\n1234\n3412\n</answer>", 4321 + k % 3)).collect();
+        let split = BpeConfig { vocab_size: 400, individual_digits: true, ..BpeConfig::default() };
+        let tok = train_bpe(&grids, &split).unwrap();
+        let text = "<answer>\n1234\n3412\n</answer>";
+        let enc = tok.encode(text, false).unwrap();
+        let digit_tokens: Vec<&String> =
+            enc.get_tokens().iter().filter(|t| t.chars().any(|c| c.is_ascii_digit())).collect();
+        assert_eq!(digit_tokens.len(), 8, "{:?}", enc.get_tokens());
+        assert!(digit_tokens.iter().all(|t| t.len() == 1));
+        assert_eq!(tok.decode(enc.get_ids(), true).unwrap(), text);
+        // Without the split, the repeated rows merge into multi-digit tokens.
+        let merged = train_bpe(&grids, &BpeConfig { individual_digits: false, ..split }).unwrap();
+        let n = merged.encode(text, false).unwrap().get_ids().len();
+        assert!(n < enc.get_ids().len(), "{n} vs {}", enc.get_ids().len());
+    }
+
+    #[test]
     fn bad_sizes_and_foreign_specials_are_named() {
-        let e = train_bpe(&corpus(), &BpeConfig { vocab_size: 200, min_frequency: 2 });
+        let e = train_bpe(
+            &corpus(),
+            &BpeConfig { vocab_size: 200, min_frequency: 2, individual_digits: false },
+        );
         assert!(e.unwrap_err().to_string().contains("tokenizer.vocab_size"));
         let tok = train_bpe(&corpus(), &BpeConfig::default()).unwrap();
         let json = tok.to_string(false).unwrap().replace("<|mdm_mask|>", "<mask>");

@@ -1,0 +1,224 @@
+//! The Sudoku world for dLLMs (`world = "sudoku"` in `drift pretrain dllm` and `drift train
+//! dllm`, and `drift eval sudoku`).
+//!
+//! **Corpus format** (pretraining, evaluation and RL rollouts alike): the prompt is
+//! `Solve this 4x4 sudoku (. is empty):\n` and the puzzle's rows, the completion
+//! `<answer>\n` + the solution's rows + `\n</answer>` (drift-rewards' `SudokuItem`), rows laid
+//! out as `drift_dllm::pretrain_run` documents. The tokenizer is a byte-level BPE trained on
+//! the train split's texts with every digit its own token, so each cell is one position the
+//! decoder (and an order policy) commits on its own.
+
+use std::path::Path;
+
+use anyhow::Result;
+use candle_core::Device;
+use drift_dllm::grpo::{
+    decode_and_score_keyed, train_dllm_grpo, DllmGrpoConfig, SudokuTaskConfig, SudokuTextTask,
+    TextTask,
+};
+use drift_dllm::model::{DiffusionLm, LoadOptions, ModelConfig};
+use drift_dllm::pretrain_run::{pretrain_dllm, PretrainDllmConfig, SftExample, TokenizerKind};
+use drift_dllm::tokenizer::bpe::train_bpe;
+use drift_dllm::tokenizer::{CharTokenizer, Tokenizer};
+use drift_rewards::worlds::sudoku::{SudokuItem, SudokuWorld};
+use drift_rewards::worlds::{Split, TextItem};
+use drift_samplers::dllm::{DecodeConfig, PositionRule};
+
+/// Train items whose texts train the BPE tokenizer.
+const TOKENIZER_ITEMS: u64 = 2000;
+
+/// Items (of each split) probed for the longest target.
+const PROBE_ITEMS: u64 = 512;
+
+fn world(cfg: &SudokuTaskConfig) -> Result<SudokuWorld> {
+    cfg.world().map_err(|e| super::usage(e.to_string()))
+}
+
+/// The tokenizer `kind` for the Sudoku corpus: drift's ASCII characters, or a BPE trained
+/// on the prompts and targets of the first train items, digits always split.
+fn corpus_tokenizer(world: &SudokuWorld, kind: TokenizerKind) -> Result<Tokenizer> {
+    Ok(match kind {
+        TokenizerKind::Char => Tokenizer::Char(CharTokenizer::ascii()),
+        TokenizerKind::Bpe(mut bpe) => {
+            bpe.individual_digits = true;
+            let texts: Vec<String> = (0..TOKENIZER_ITEMS)
+                .map(|k| world.item(Split::Train, k))
+                .flat_map(|i| [i.prompt(), i.target()])
+                .collect();
+            let tok = train_bpe(&texts, &bpe).map_err(|e| super::usage(e.to_string()))?;
+            Tokenizer::Hf(Box::new(tok))
+        }
+    })
+}
+
+/// The longest target in tokens over the first items of both splits.
+fn longest_target(world: &SudokuWorld, tok: &Tokenizer) -> Result<usize> {
+    let mut longest = 0;
+    for split in [Split::Train, Split::HeldOut] {
+        for k in 0..PROBE_ITEMS {
+            longest = longest.max(tok.encode(&world.item(split, k).target())?.len());
+        }
+    }
+    Ok(longest)
+}
+
+fn example(tok: &Tokenizer, item: &SudokuItem) -> Result<SftExample> {
+    Ok(SftExample { prompt: tok.encode(&item.prompt())?, completion: tok.encode(&item.target())? })
+}
+
+/// `drift pretrain dllm` with `world = "sudoku"`: masked-diffusion SFT on the Sudoku train
+/// split (puzzle → solution).
+pub fn pretrain(
+    cmd: &super::RunCommand<'_>,
+    cfg: &PretrainDllmConfig,
+    text: &str,
+    dev: &Device,
+) -> Result<()> {
+    let world = world(&cfg.sudoku)?;
+    let tok = corpus_tokenizer(&world, cfg.tokenizer)?;
+    let longest = longest_target(&world, &tok)?;
+    if longest > cfg.completion_len {
+        return Err(super::usage(format!(
+            "completion_len = {} is shorter than the longest Sudoku target ({longest} tokens); \
+             set completion_len >= {longest}",
+            cfg.completion_len
+        )));
+    }
+    cmd.prepare_run_dir(text)?;
+    let report = pretrain_dllm(cfg, text, cmd.out, dev, &tok, |step, b| {
+        (0..b as u64)
+            .map(|i| {
+                example(&tok, &world.item(Split::Train, step * b as u64 + i)).map_err(|e| {
+                    drift_dllm::DllmError::Config {
+                        key: "sudoku",
+                        value: "corpus".into(),
+                        expected: e.to_string(),
+                    }
+                })
+            })
+            .collect()
+    })?;
+    outln!("parameters: {}", report.parameters);
+    outln!("final loss (mean of the last 10% of steps): {:.5}", report.final_loss);
+    super::print_stopped(&report.run, cfg.run.steps, "step");
+    outln!("throughput: {:.0} tokens/s", report.tokens_per_s);
+    super::print_finished(&report.run)
+}
+
+/// `drift train dllm` with `world = "sudoku"`: a dLLM RL recipe on the Sudoku world from a
+/// Sudoku base model.
+pub fn train(
+    cmd: &super::RunCommand<'_>,
+    cfg: &DllmGrpoConfig,
+    text: &str,
+    dev: &Device,
+) -> Result<()> {
+    let rc = cfg.resolved().map_err(|e| super::usage(e.to_string()))?;
+    let task = SudokuTextTask::new(&cfg.sudoku, super::dllm::base_tokenizer(&cfg.base)?)
+        .map_err(|e| super::usage(e.to_string()))?;
+    let model_cfg = ModelConfig::from_file(&cfg.base.join("config.json"))
+        .map_err(|e| super::usage(format!("base model `base = {}`: {e}", cfg.base.display())))?;
+    let need = longest_target(task.world(), task.tokenizer())? + 1;
+    if cfg.decode.gen_length < need {
+        return Err(super::usage(format!(
+            "decode.gen_length = {} is shorter than a Sudoku answer with its EOS ({need} tokens \
+             of this model's tokenizer)",
+            cfg.decode.gen_length
+        )));
+    }
+    let mut probe = task.eval_items(cfg.eval_items);
+    probe.extend((0..256).map(|i| task.train_item(cfg.run.seed, i)));
+    let mut longest = 0;
+    for item in &probe {
+        longest = longest.max(task.prompt_ids(item)?.len());
+    }
+    super::dllm::check_decode_fits(
+        &model_cfg,
+        "decode.gen_length / prompts_per_step × group_size",
+        longest,
+        cfg.decode.gen_length,
+        cfg.prompts_per_step.saturating_mul(rc.parts.group_size),
+    )?;
+    cmd.prepare_run_dir(text)?;
+    let r = train_dllm_grpo(cfg, text, &task, cmd.out, dev)?;
+    super::dllm::print_rl_report(cfg, &rc, &r, "held-out puzzles");
+    super::print_finished(&r.run)
+}
+
+/// How `drift eval sudoku` decodes.
+#[derive(Debug, Clone)]
+pub struct SudokuEvalOptions {
+    /// Held-out puzzles scored (the first `n`).
+    pub n: usize,
+    /// The world (size, clues, seed, held-out share).
+    pub world: SudokuTaskConfig,
+    /// Denoising steps (default: one token per step).
+    pub steps: Option<usize>,
+    /// The position rule (low-confidence, margin, entropy, random).
+    pub position: PositionRule,
+    /// Seeds of the decode (the random rule and sampled proposals differ by seed; greedy
+    /// deterministic rules give the same result for every seed).
+    pub seeds: Vec<u64>,
+    /// Proposal temperature (0 = greedy).
+    pub temperature: f64,
+    /// Rows decoded together.
+    pub batch: usize,
+}
+
+/// `drift eval sudoku`: held-out solve rate and cell accuracy of a Sudoku model under one
+/// position rule, for each seed, as one JSON line each.
+pub fn eval(model_dir: &Path, opts: &SudokuEvalOptions, dev: &Device) -> Result<()> {
+    let load = LoadOptions { device: dev.clone(), ..LoadOptions::frozen() };
+    let model = DiffusionLm::from_dir(model_dir, &load)?;
+    let task = SudokuTextTask::new(&opts.world, super::dllm::base_tokenizer(model_dir)?)
+        .map_err(|e| super::usage(e.to_string()))?;
+    let gen_length = longest_target(task.world(), task.tokenizer())? + 1;
+    let items = task.eval_items(opts.n);
+    let mut longest = 0;
+    for item in &items {
+        longest = longest.max(task.prompt_ids(item)?.len());
+    }
+    super::dllm::check_decode_fits(
+        model.config(),
+        "--batch",
+        longest,
+        gen_length,
+        opts.batch.min(items.len()),
+    )?;
+    for &seed in &opts.seeds {
+        let t0 = std::time::Instant::now();
+        let mut cfg = DecodeConfig {
+            gen_length,
+            block_length: gen_length,
+            steps: opts.steps.unwrap_or(gen_length),
+            position: opts.position,
+            stop_tokens: vec![drift_dllm::tokenizer::EOS_ID],
+            ..DecodeConfig::default()
+        };
+        cfg.proposal.temperature = opts.temperature;
+        let batches = decode_and_score_keyed(&model, &task, &items, &cfg, opts.batch, seed)?;
+        let scores: Vec<_> = batches.iter().flat_map(|b| b.scores.iter()).collect();
+        let n = scores.len().max(1) as f64;
+        let solved = scores.iter().filter(|s| s.passed).count() as f64 / n;
+        let cells = scores
+            .iter()
+            .map(|s| s.components.iter().find(|c| c.0 == "sudoku_cells").map_or(0.0, |c| c.1))
+            .sum::<f64>()
+            / n;
+        let summary = serde_json::json!({
+            "eval": format!("dllm/sudoku{}/held_out", opts.world.size),
+            "model": model_dir.display().to_string(),
+            "position": opts.position,
+            "seed": seed,
+            "temperature": opts.temperature,
+            "puzzles": scores.len(),
+            "solve_rate": solved,
+            "cell_accuracy": cells,
+            "gen_length": gen_length,
+            "steps": cfg.steps,
+            "seconds": (t0.elapsed().as_secs_f64() * 10.0).round() / 10.0,
+        });
+        outln!("{summary}");
+    }
+    Ok(())
+}
