@@ -36,6 +36,7 @@ pub mod grpo;
 pub mod model;
 pub mod pretrain;
 pub mod pretrain_run;
+pub mod sas;
 pub mod tokenizer;
 
 pub use error::{DllmError, Result};

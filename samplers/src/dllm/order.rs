@@ -83,9 +83,12 @@ pub fn plackett_luce_log_prob(s: &Tensor, perturbed: &Tensor, n: &Tensor) -> Res
     let top = sorted.max_keepdim(1)?.maximum(-1e30)?;
     let shifted = sorted.broadcast_sub(&top)?;
     let suffix = cumsum_last(&shifted.exp()?.flip(&[1])?)?.flip(&[1])?;
-    let term = (&shifted - suffix.log()?)?;
     let rank = Tensor::arange(0u32, l as u32, s.device())?.unsqueeze(0)?.broadcast_as((b, l))?;
     let take = rank.broadcast_lt(&n.unsqueeze(1)?)?;
+    // Ranks past the picks may hold an empty suffix (log 0): they are replaced by 1 before
+    // the log, so neither the value nor the gradient of a trained policy sees a NaN.
+    let suffix = take.where_cond(&suffix, &suffix.ones_like()?)?;
+    let term = (&shifted - suffix.log()?)?;
     Ok(take.where_cond(&term, &term.zeros_like()?)?.sum(D::Minus1)?)
 }
 
