@@ -12,8 +12,10 @@ use std::path::Path;
 
 use anyhow::Result;
 use candle_core::Device;
+use drift_dllm::sas::{evaluate_order, OrderEval, SasConfig, SasOrderPolicy};
+use drift_samplers::dllm::OrderPolicy;
 use drift_dllm::grpo::{
-    decode_and_score_keyed, train_dllm_grpo, DllmGrpoConfig, SudokuTaskConfig, SudokuTextTask,
+    train_dllm_grpo, DllmGrpoConfig, SudokuTaskConfig, SudokuTextTask,
     TextTask,
 };
 use drift_dllm::model::{DiffusionLm, LoadOptions, ModelConfig};
@@ -163,6 +165,8 @@ pub struct SudokuEvalOptions {
     pub temperature: f64,
     /// Rows decoded together.
     pub batch: usize,
+    /// A trained SAS order policy folder, greedy, in place of `position`.
+    pub order_policy: Option<std::path::PathBuf>,
 }
 
 /// `drift eval sudoku`: held-out solve rate and cell accuracy of a Sudoku model under one
@@ -185,6 +189,11 @@ pub fn eval(model_dir: &Path, opts: &SudokuEvalOptions, dev: &Device) -> Result<
         gen_length,
         opts.batch.min(items.len()),
     )?;
+    let policy = match &opts.order_policy {
+        Some(dir) => Some(SasOrderPolicy::load(dir, dev).map_err(|e| super::usage(e.to_string()))?),
+        None => None,
+    };
+    let greedy = policy.as_ref().map(|p| p.greedy());
     for &seed in &opts.seeds {
         let t0 = std::time::Instant::now();
         let mut cfg = DecodeConfig {
@@ -196,24 +205,20 @@ pub fn eval(model_dir: &Path, opts: &SudokuEvalOptions, dev: &Device) -> Result<
             ..DecodeConfig::default()
         };
         cfg.proposal.temperature = opts.temperature;
-        let batches = decode_and_score_keyed(&model, &task, &items, &cfg, opts.batch, seed)?;
-        let scores: Vec<_> = batches.iter().flat_map(|b| b.scores.iter()).collect();
-        let n = scores.len().max(1) as f64;
-        let solved = scores.iter().filter(|s| s.passed).count() as f64 / n;
-        let cells = scores
-            .iter()
-            .map(|s| s.components.iter().find(|c| c.0 == "sudoku_cells").map_or(0.0, |c| c.1))
-            .sum::<f64>()
-            / n;
+        let order = greedy.as_ref().map(|g| g as &dyn OrderPolicy);
+        let r = evaluate_order(&model, &task, &items, &cfg, order, opts.batch, seed)?;
         let summary = serde_json::json!({
             "eval": format!("dllm/sudoku{}/held_out", opts.world.size),
             "model": model_dir.display().to_string(),
-            "position": opts.position,
+            "position": match &opts.order_policy {
+                Some(dir) => serde_json::json!(format!("sas:{}", dir.display())),
+                None => serde_json::json!(opts.position),
+            },
             "seed": seed,
             "temperature": opts.temperature,
-            "puzzles": scores.len(),
-            "solve_rate": solved,
-            "cell_accuracy": cells,
+            "puzzles": r.puzzles,
+            "solve_rate": r.solve_rate,
+            "cell_accuracy": r.cell_accuracy,
             "gen_length": gen_length,
             "steps": cfg.steps,
             "seconds": (t0.elapsed().as_secs_f64() * 10.0).round() / 10.0,
@@ -221,4 +226,42 @@ pub fn eval(model_dir: &Path, opts: &SudokuEvalOptions, dev: &Device) -> Result<
         outln!("{summary}");
     }
     Ok(())
+}
+
+/// `drift train sas`: an order policy for the frozen Sudoku model (drift_dllm::sas).
+pub fn train_sas(cmd: &super::RunCommand<'_>, dev: &Device) -> Result<()> {
+    let (cfg, text): (SasConfig, String) = cmd.load()?;
+    cfg.validate().map_err(|e| super::usage(e.to_string()))?;
+    if !cfg.base.join("config.json").exists() {
+        return Err(super::usage(format!(
+            "base model `base = {}` has no config.json (pretrain one with `drift pretrain dllm \
+             --config examples/configs/pretrain_dllm_sudoku4.toml`)",
+            cfg.base.display()
+        )));
+    }
+    let tok = super::dllm::base_tokenizer(&cfg.base)?;
+    let task = SudokuTextTask::new(&cfg.sudoku, tok).map_err(|e| super::usage(e.to_string()))?;
+    let need = longest_target(task.world(), task.tokenizer())? + 1;
+    if cfg.decode.gen_length < need {
+        return Err(super::usage(format!(
+            "decode.gen_length = {} is shorter than a Sudoku answer with its EOS ({need} tokens \
+             of this model's tokenizer)",
+            cfg.decode.gen_length
+        )));
+    }
+    cmd.prepare_run_dir(&text)?;
+    let r = drift_dllm::sas::train_sas(&cfg, &text, cmd.out, dev)?;
+    super::print_stopped(&r.run, cfg.run.steps, "iteration");
+    let line = |name: &str, e: &OrderEval| {
+        outln!(
+            "{name}: solve rate {:.1}%, cell accuracy {:.1}% ({} held-out puzzles)",
+            100.0 * e.solve_rate,
+            100.0 * e.cell_accuracy,
+            e.puzzles
+        )
+    };
+    line(&format!("heuristic ({:?})", cfg.decode.position), &r.heuristic);
+    line("untrained policy", &r.base);
+    line("trained policy", &r.trained);
+    super::print_finished(&r.run)
 }

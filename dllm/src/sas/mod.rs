@@ -2,8 +2,14 @@
 //! choose which masked positions a frozen dLLM commits at each step (docs/sas.md holds the
 //! design and why).
 
+pub mod config;
+pub mod eval;
 pub mod policy;
 #[cfg(test)]
 mod tests;
+pub mod trainer;
 
-pub use policy::{OrderStep, RecordingPolicy, SasOrderPolicy, SasPolicyConfig, FEATURES};
+pub use config::SasConfig;
+pub use eval::{evaluate_order, OrderEval};
+pub use policy::{Greedy, OrderStep, RecordingPolicy, SasOrderPolicy, SasPolicyConfig, FEATURES};
+pub use trainer::{train_sas, SasReport};

@@ -83,7 +83,6 @@ pub struct SasOrderPolicy {
     hidden: Linear,
     out: Linear,
     varmap: VarMap,
-    greedy: bool,
 }
 
 impl SasOrderPolicy {
@@ -113,13 +112,12 @@ impl SasOrderPolicy {
             device,
         )?;
         varmap.set_one("hidden.weight", (w1 * (1.0 / FEATURES as f64).sqrt())?)?;
-        Ok(Self { cfg, linear, hidden, out, varmap, greedy: false })
+        Ok(Self { cfg, linear, hidden, out, varmap })
     }
 
-    /// The policy in greedy mode (`true`: commit the top-`n` scores, no noise) or sampling.
-    pub fn with_greedy(mut self, greedy: bool) -> Self {
-        self.greedy = greedy;
-        self
+    /// The policy in greedy mode: the top-`n` scores, no noise (evaluation).
+    pub fn greedy(&self) -> Greedy<'_> {
+        Greedy(self)
     }
 
     /// The trainable variables.
@@ -161,7 +159,6 @@ impl SasOrderPolicy {
         let mut policy = Self::new(cfg, 0, device)?;
         let weights = dir.join(POLICY_WEIGHTS);
         policy.varmap.load(&weights).map_err(|e| io(&weights, e))?;
-        policy.greedy = false;
         Ok(policy)
     }
 }
@@ -199,18 +196,18 @@ pub struct OrderStep {
 
 impl OrderPolicy for SasOrderPolicy {
     fn choose(&self, input: &OrderInput<'_>) -> drift_samplers::dllm::Result<OrderDecision> {
-        Ok(self.decide(input).map_err(policy_err)?.0)
+        Ok(self.decide(input, false).map_err(policy_err)?.0)
     }
 }
 
 impl SasOrderPolicy {
     /// The decision at one step and its record.
-    fn decide(&self, input: &OrderInput<'_>) -> Result<(OrderDecision, OrderStep)> {
+    fn decide(&self, input: &OrderInput<'_>, greedy: bool) -> Result<(OrderDecision, OrderStep)> {
         let x = stack_features(input.features)?;
         let eligible = input.features.eligible()?;
         let s = self.scores(&x, &eligible)?.detach();
         let perturbed =
-            if self.greedy { s.clone() } else { gumbel_perturb(&s, input.uniforms, 1.0)? };
+            if greedy { s.clone() } else { gumbel_perturb(&s, input.uniforms, 1.0)? };
         let commit = (top_n_mask(&perturbed, input.count)? * &eligible)?;
         let log_prob = plackett_luce_log_prob(&s, &perturbed, input.count)?;
         let decision = OrderDecision { commit, log_prob: log_prob.to_dtype(DType::F32)? };
@@ -229,6 +226,15 @@ impl SasOrderPolicy {
             })
             .collect::<Result<Vec<_>>>()?;
         Ok(Tensor::stack(&per_step, 1)?)
+    }
+}
+
+/// A policy in greedy mode ([`SasOrderPolicy::greedy`]).
+pub struct Greedy<'p>(&'p SasOrderPolicy);
+
+impl OrderPolicy for Greedy<'_> {
+    fn choose(&self, input: &OrderInput<'_>) -> drift_samplers::dllm::Result<OrderDecision> {
+        Ok(self.0.decide(input, true).map_err(policy_err)?.0)
     }
 }
 
@@ -252,7 +258,7 @@ impl<'p> RecordingPolicy<'p> {
 
 impl OrderPolicy for RecordingPolicy<'_> {
     fn choose(&self, input: &OrderInput<'_>) -> drift_samplers::dllm::Result<OrderDecision> {
-        let (decision, step) = self.policy.decide(input).map_err(policy_err)?;
+        let (decision, step) = self.policy.decide(input, false).map_err(policy_err)?;
         self.steps.borrow_mut().push(step);
         Ok(decision)
     }
