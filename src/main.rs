@@ -406,8 +406,9 @@ enum EvalCmd {
         /// Board side: 4 or 9.
         #[arg(long, default_value_t = 4)]
         size: usize,
-        /// Clues per puzzle (0 = the world's default: 8 for 4x4, 36 for 9x9).
-        #[arg(long, default_value_t = 0)]
+        /// Clues per puzzle: 5 by default (the RL tasks' setting; the shipped 4x4 base was
+        /// pretrained on 8-clue puzzles); 0 = the world's default (8 for 4x4, 36 for 9x9).
+        #[arg(long, default_value_t = 5)]
         clues: usize,
         /// Position rule: low_confidence, margin, entropy, random.
         #[arg(long, default_value = "low_confidence")]

@@ -12,18 +12,17 @@ use std::path::Path;
 
 use anyhow::Result;
 use candle_core::Device;
-use drift_dllm::sas::{evaluate_order, OrderEval, SasConfig, SasOrderPolicy};
-use drift_samplers::dllm::OrderPolicy;
 use drift_dllm::grpo::{
-    train_dllm_grpo, DllmGrpoConfig, SudokuTaskConfig, SudokuTextTask,
-    TextTask,
+    train_dllm_grpo, DllmGrpoConfig, SudokuTaskConfig, SudokuTextTask, TextTask,
 };
 use drift_dllm::model::{DiffusionLm, LoadOptions, ModelConfig};
 use drift_dllm::pretrain_run::{pretrain_dllm, PretrainDllmConfig, SftExample, TokenizerKind};
+use drift_dllm::sas::{evaluate_order, OrderEval, SasConfig, SasOrderPolicy};
 use drift_dllm::tokenizer::bpe::train_bpe;
 use drift_dllm::tokenizer::{CharTokenizer, Tokenizer};
 use drift_rewards::worlds::sudoku::{SudokuItem, SudokuWorld};
 use drift_rewards::worlds::{Split, TextItem};
+use drift_samplers::dllm::OrderPolicy;
 use drift_samplers::dllm::{DecodeConfig, PositionRule};
 
 /// Train items whose texts train the BPE tokenizer.

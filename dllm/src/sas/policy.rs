@@ -206,8 +206,7 @@ impl SasOrderPolicy {
         let x = stack_features(input.features)?;
         let eligible = input.features.eligible()?;
         let s = self.scores(&x, &eligible)?.detach();
-        let perturbed =
-            if greedy { s.clone() } else { gumbel_perturb(&s, input.uniforms, 1.0)? };
+        let perturbed = if greedy { s.clone() } else { gumbel_perturb(&s, input.uniforms, 1.0)? };
         let commit = (top_n_mask(&perturbed, input.count)? * &eligible)?;
         let log_prob = plackett_luce_log_prob(&s, &perturbed, input.count)?;
         let decision = OrderDecision { commit, log_prob: log_prob.to_dtype(DType::F32)? };

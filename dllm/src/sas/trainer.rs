@@ -2,7 +2,7 @@
 //!
 //! One iteration: `P` train puzzles × `G` orderings decoded with the policy choosing the
 //! committed positions (tokens greedy, so the order is the only randomness), every decision
-//! recorded; reward = the task's (right empty cells + solved bonus) + λ × the mean log-prob of
+//! recorded; reward = w × the task's (right empty cells + solved bonus) + λ × the mean log-prob of
 //! the committed tokens under the frozen denoiser; per-puzzle group advantages (the core's
 //! `group_advantages`); then `μ` updates of the core's `policy_loss` with each decoding step
 //! one action (its Plackett–Luce log-prob re-scored under the current weights against the
@@ -77,7 +77,10 @@ pub fn train_sas(
     device: &Device,
 ) -> Result<SasReport> {
     cfg.validate()?;
-    let model = DiffusionLm::from_dir(&cfg.base, &LoadOptions { device: device.clone(), ..LoadOptions::frozen() })?;
+    let model = DiffusionLm::from_dir(
+        &cfg.base,
+        &LoadOptions { device: device.clone(), ..LoadOptions::frozen() },
+    )?;
     let tokenizer = model.tokenizer().cloned().ok_or_else(|| DllmError::Config {
         key: "base",
         value: cfg.base.display().to_string(),
@@ -86,7 +89,8 @@ pub fn train_sas(
     let task = SudokuTextTask::new(&cfg.sudoku, tokenizer)?;
     let policy = SasOrderPolicy::new(cfg.policy, cfg.run.seed, device)?;
     let mut opt = Optimizer::new(cfg.optim, ParamSet::all(policy.varmap()))?;
-    let (mut run, resumed) = Run::open(run_dir, cfg.run, config_text, "sas", "iteration", &mut opt)?;
+    let (mut run, resumed) =
+        Run::open(run_dir, cfg.run, config_text, "sas", "iteration", &mut opt)?;
     let start = match resumed {
         Resumed::From { dir, meta } => serde_json::from_value(meta.extra)
             .map_err(|e| io_err(&dir, format!("no start evaluation in the checkpoint: {e}")))?,
@@ -94,7 +98,13 @@ pub fn train_sas(
             let items = task.eval_items(cfg.eval_items);
             let heuristic = evaluate_order(&model, &task, &items, &cfg.decode, None, 64, 0)?;
             let base = eval_policy(&model, &task, &policy, cfg)?;
-            run.log(0, &[("eval/heuristic_solve_rate", heuristic.solve_rate), ("eval/solve_rate", base.solve_rate)])?;
+            run.log(
+                0,
+                &[
+                    ("eval/heuristic_solve_rate", heuristic.solve_rate),
+                    ("eval/solve_rate", base.solve_rate),
+                ],
+            )?;
             Start { heuristic, base }
         }
     };
@@ -114,7 +124,10 @@ pub fn train_sas(
     }
     let trained = eval_policy(&model, &task, &policy, cfg)?;
     let step = run.step();
-    run.log(step, &[("eval/solve_rate", trained.solve_rate), ("eval/cell_accuracy", trained.cell_accuracy)])?;
+    run.log(
+        step,
+        &[("eval/solve_rate", trained.solve_rate), ("eval/cell_accuracy", trained.cell_accuracy)],
+    )?;
     policy.save(&run.model_dir())?;
     let finished = run.finish(CURVE_KEYS)?;
     let report = SasReport { heuristic: start.heuristic, base: start.base, trained, run: finished };
@@ -171,7 +184,7 @@ fn iteration(
     let mut rewards: Vec<f32> = scores
         .iter()
         .zip(&dense)
-        .map(|(s, &d)| (s.reward + cfg.dense_weight * f64::from(d)) as f32)
+        .map(|(s, &d)| (cfg.task_weight * s.reward + cfg.dense_weight * f64::from(d)) as f32)
         .collect();
     let reward_mean = rewards.iter().map(|&r| f64::from(r)).sum::<f64>() / rewards.len() as f64;
     if cfg.shuffle_rewards {
@@ -183,7 +196,10 @@ fn iteration(
     let advantages = adv.values.to_dtype(DType::F32)?;
     // One action per decoding step of a row that still had positions to commit.
     let mask = Tensor::stack(
-        &steps.iter().map(|s| s.count.gt(0u32)?.to_dtype(DType::F32)).collect::<candle_core::Result<Vec<_>>>()?,
+        &steps
+            .iter()
+            .map(|s| s.count.gt(0u32)?.to_dtype(DType::F32))
+            .collect::<candle_core::Result<Vec<_>>>()?,
         1,
     )?;
     let t1 = Instant::now();
@@ -197,7 +213,7 @@ fn iteration(
             advantages: &advantages,
             reference: None,
         };
-        let loss = policy_loss(&cfg.loss, &inputs)?;
+        let loss = policy_loss(&cfg.loss(), &inputs)?;
         let (_, r) = opt.minimize(&loss.loss)?;
         if let Some(reason) = r.skipped {
             run.println(&format!("iteration {step}.{it}: update skipped ({reason:?})"));
