@@ -430,6 +430,10 @@ enum EvalCmd {
         /// positions in place of --rule (greedy).
         #[arg(long)]
         order_policy: Option<PathBuf>,
+        /// Sample the order policy's choices (Gumbel-top-k, keyed by --seeds) instead of taking
+        /// its top scores.
+        #[arg(long, requires = "order_policy")]
+        sample_order: bool,
     },
 }
 
@@ -544,6 +548,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             seeds,
             batch,
             order_policy,
+            sample_order,
         })) => {
             cli::existing_dir(&model, "--model")?;
             if let Some(dir) = &order_policy {
@@ -572,6 +577,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 temperature,
                 batch,
                 order_policy,
+                sample_order,
             };
             cli::sudoku::eval(&model, &opts, dev)?;
         }

@@ -164,8 +164,10 @@ pub struct SudokuEvalOptions {
     pub temperature: f64,
     /// Rows decoded together.
     pub batch: usize,
-    /// A trained SAS order policy folder, greedy, in place of `position`.
+    /// A trained SAS order policy folder, in place of `position`.
     pub order_policy: Option<std::path::PathBuf>,
+    /// Sample the policy's choices (keyed by the seed) instead of its greedy top scores.
+    pub sample_order: bool,
 }
 
 /// `drift eval sudoku`: held-out solve rate and cell accuracy of a Sudoku model under one
@@ -204,12 +206,19 @@ pub fn eval(model_dir: &Path, opts: &SudokuEvalOptions, dev: &Device) -> Result<
             ..DecodeConfig::default()
         };
         cfg.proposal.temperature = opts.temperature;
-        let order = greedy.as_ref().map(|g| g as &dyn OrderPolicy);
+        let order = match (&policy, &greedy) {
+            (Some(p), _) if opts.sample_order => Some(p as &dyn OrderPolicy),
+            (_, Some(g)) => Some(g as &dyn OrderPolicy),
+            _ => None,
+        };
         let r = evaluate_order(&model, &task, &items, &cfg, order, opts.batch, seed)?;
         let summary = serde_json::json!({
             "eval": format!("dllm/sudoku{}/held_out", opts.world.size),
             "model": model_dir.display().to_string(),
             "position": match &opts.order_policy {
+                Some(dir) if opts.sample_order => {
+                    serde_json::json!(format!("sas-sampled:{}", dir.display()))
+                }
                 Some(dir) => serde_json::json!(format!("sas:{}", dir.display())),
                 None => serde_json::json!(opts.position),
             },

@@ -1,5 +1,5 @@
 //! What the sampler notebooks (`examples/notebooks/`) and their cargo examples call: the
-//! studies themselves (decoding orders, SDE noise sweeps, advantage shapes) and the types that
+//! studies themselves (decoding orders, Sudoku orders, SDE noise sweeps, advantage shapes) and the types that
 //! show their results inline in evcxr (a [`Png`] and a [`Table`] print themselves through
 //! evcxr's display protocol).
 //!
@@ -11,6 +11,7 @@ pub mod advantages;
 pub mod decoding;
 mod display;
 pub mod flow_sde;
+pub mod sudoku;
 
 pub use display::{colormap, Png, Table};
 
