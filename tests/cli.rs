@@ -20,9 +20,11 @@ fn every_subcommand_has_help() {
         vec!["eval", "--help"],
         vec!["eval", "flow", "--help"],
         vec!["eval", "dllm", "--help"],
+        vec!["eval", "sudoku", "--help"],
         vec!["train", "--help"],
         vec!["train", "flow", "--help"],
         vec!["train", "dllm", "--help"],
+        vec!["train", "sas", "--help"],
         vec!["presets", "--help"],
         vec!["sample", "--help"],
         vec!["sample", "dllm", "--help"],
@@ -626,4 +628,20 @@ fn the_sudoku_world_pretrains_evaluates_and_trains_end_to_end() {
     ]);
     assert_ne!(code, 0);
     assert!(text.contains("decode.gen_length = 12"), "{text}");
+}
+
+#[test]
+fn train_sas_names_a_missing_base_a_short_canvas_and_a_bad_value() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("sas");
+    let out = out.to_str().unwrap();
+    let (code, text) = drift(&["train", "sas", "--out", out, "--set", "base=\"/no/such/model\""]);
+    assert_eq!(code, 2, "{text}");
+    assert!(text.contains("/no/such/model") && text.contains("config.json"), "{text}");
+    let (code, text) = drift(&["train", "sas", "--out", out, "--set", "decode.gen_length=10"]);
+    assert_eq!(code, 2, "{text}");
+    assert!(text.contains("decode.gen_length = 10"), "{text}");
+    let (code, text) = drift(&["train", "sas", "--out", out, "--set", "group_size=1"]);
+    assert_eq!(code, 2, "{text}");
+    assert!(text.contains("group_size"), "{text}");
 }

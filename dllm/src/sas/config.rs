@@ -22,7 +22,11 @@ pub struct SasConfig {
     /// The Sudoku task (`[sudoku]`): size 4, 5 clues (the shipped base solves 30% of such
     /// held-out puzzles under low-confidence decoding), solved bonus 1.
     pub sudoku: SudokuTaskConfig,
-    /// The order policy's shape (`[policy]`): hidden 32, temperature 1, uniform start.
+    /// The order policy's shape (`[policy]`): hidden 32, temperature 1, starting at the
+    /// low-confidence heuristic (`init_linear = [5, 0, 0, 0, 0, 0]`: the top-1 probability
+    /// weighted 5, the MLP's output 0). Over 3 seeds this start ended 27.6% against 26.3% from
+    /// the uniform start (all weights 0) and never fell below the heuristic (BENCHMARKS.md,
+    /// "Sudoku").
     pub policy: SasPolicyConfig,
     /// Iterations, seed, checkpoints (`[run]`). Default 60 iterations, a checkpoint every 20.
     pub run: RunSettings,
@@ -63,7 +67,10 @@ impl Default for SasConfig {
         Self {
             base: PathBuf::from("examples/checkpoints/dllm-sudoku4-v1"),
             sudoku: SudokuTaskConfig { clues: 5, ..SudokuTaskConfig::default() },
-            policy: SasPolicyConfig::default(),
+            policy: SasPolicyConfig {
+                init_linear: [5.0, 0.0, 0.0, 0.0, 0.0, 0.0],
+                ..SasPolicyConfig::default()
+            },
             run: RunSettings {
                 steps: 60,
                 seed: 0,

@@ -214,6 +214,8 @@ fn the_dense_self_aware_reward_is_learned_above_its_null_and_unlearned_when_flip
             },
             puzzles_per_step: 2,
             group_size: 8,
+            // From the uniform order, which the dense term can improve on.
+            policy: SasPolicyConfig::default(),
             task_weight: 0.0,
             dense_weight: weight,
             eval_items: 2,
