@@ -18,7 +18,9 @@ use drift_dllm::grpo::{
     DllmGrpoReport, ResolvedConfig, TaskScore, TextWorld,
 };
 use drift_dllm::model::{DiffusionLm, LoadOptions, ModelConfig};
-use drift_dllm::pretrain_run::{pretrain_dllm, PretrainDllmConfig, SftExample, TokenizerKind};
+use drift_dllm::pretrain_run::{
+    pretrain_dllm, PretrainDllmConfig, PretrainDllmReport, SftExample, TokenizerKind,
+};
 use drift_dllm::tokenizer::bpe::train_bpe;
 use drift_dllm::tokenizer::{CharTokenizer, Tokenizer, CHAR_TOKENIZER_FILE, HF_TOKENIZER_FILE};
 use drift_dllm::DllmError;
@@ -114,9 +116,15 @@ pub fn pretrain(cmd: &super::RunCommand<'_>, dev: &Device) -> Result<()> {
             .map(|i| example(&tok, &world.item(Split::Train, step * b as u64 + i)))
             .collect()
     })?;
+    print_pretrain_report(&report, cfg.run.steps)
+}
+
+/// Prints a finished dLLM pretraining run: parameters, final loss, where it stopped and its
+/// throughput.
+pub fn print_pretrain_report(report: &PretrainDllmReport, planned: u64) -> Result<()> {
     outln!("parameters: {}", report.parameters);
     outln!("final loss (mean of the last 10% of steps): {:.5}", report.final_loss);
-    super::print_stopped(&report.run, cfg.run.steps, "step");
+    super::print_stopped(&report.run, planned, "step");
     outln!("throughput: {:.0} tokens/s", report.tokens_per_s);
     super::print_finished(&report.run)
 }

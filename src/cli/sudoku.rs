@@ -63,7 +63,7 @@ fn longest_target(world: &SudokuWorld, tok: &Tokenizer) -> Result<usize> {
     Ok(longest)
 }
 
-fn example(tok: &Tokenizer, item: &SudokuItem) -> Result<SftExample> {
+fn example(tok: &Tokenizer, item: &SudokuItem) -> drift_dllm::Result<SftExample> {
     Ok(SftExample { prompt: tok.encode(&item.prompt())?, completion: tok.encode(&item.target())? })
 }
 
@@ -88,22 +88,10 @@ pub fn pretrain(
     cmd.prepare_run_dir(text)?;
     let report = pretrain_dllm(cfg, text, cmd.out, dev, &tok, |step, b| {
         (0..b as u64)
-            .map(|i| {
-                example(&tok, &world.item(Split::Train, step * b as u64 + i)).map_err(|e| {
-                    drift_dllm::DllmError::Config {
-                        key: "sudoku",
-                        value: "corpus".into(),
-                        expected: e.to_string(),
-                    }
-                })
-            })
+            .map(|i| example(&tok, &world.item(Split::Train, step * b as u64 + i)))
             .collect()
     })?;
-    outln!("parameters: {}", report.parameters);
-    outln!("final loss (mean of the last 10% of steps): {:.5}", report.final_loss);
-    super::print_stopped(&report.run, cfg.run.steps, "step");
-    outln!("throughput: {:.0} tokens/s", report.tokens_per_s);
-    super::print_finished(&report.run)
+    super::dllm::print_pretrain_report(&report, cfg.run.steps)
 }
 
 /// `drift train dllm` with `world = "sudoku"`: a dLLM RL recipe on the Sudoku world from a

@@ -2,7 +2,9 @@
 //! policy.
 
 use drift_core::rng::RngKey;
-use drift_samplers::dllm::{decode, decode_with_policy, DecodeBatch, DecodeConfig, OrderPolicy};
+use drift_samplers::dllm::{
+    decode, decode_with_policy, DecodeBatch, DecodeConfig, OrderPolicy, Trajectory,
+};
 use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
@@ -50,14 +52,7 @@ pub fn evaluate_order(
             Some(p) => decode_with_policy(model, cfg, &b, key, model.device(), p)?,
             None => decode(model, cfg, &b, key, model.device())?,
         };
-        let pl = t.prompt_len;
-        let texts = t
-            .tokens
-            .to_vec2::<u32>()?
-            .iter()
-            .map(|r| task.completion_text(&r[pl..]))
-            .collect::<Result<Vec<_>>>()?;
-        for s in task.score(chunk, &texts) {
+        for s in task.score(chunk, &completion_texts(task, &t)?) {
             solved += usize::from(s.passed);
             cells += s.components[0].1;
             reward += s.reward;
@@ -70,4 +65,10 @@ pub fn evaluate_order(
         cell_accuracy: cells / n,
         reward_mean: reward / n,
     })
+}
+
+/// The completion text of every row of `t` (up to its first EOS).
+pub fn completion_texts(task: &SudokuTextTask, t: &Trajectory) -> Result<Vec<String>> {
+    let pl = t.prompt_len;
+    t.tokens.to_vec2::<u32>()?.iter().map(|r| task.completion_text(&r[pl..])).collect()
 }

@@ -21,7 +21,7 @@ use drift_samplers::dllm::{decode_with_policy, DecodeBatch};
 use serde::{Deserialize, Serialize};
 
 use super::config::SasConfig;
-use super::eval::{evaluate_order, OrderEval};
+use super::eval::{completion_texts, evaluate_order, OrderEval};
 use super::policy::{RecordingPolicy, SasOrderPolicy};
 use crate::error::{DllmError, Result};
 use crate::grpo::{SudokuTextTask, TextTask};
@@ -170,13 +170,7 @@ fn iteration(
     })?;
     let decode_s = t0.elapsed().as_secs_f64();
     // Rewards: the task's and the dense self-aware term (mean committed-token log-prob).
-    let pl = t.prompt_len;
-    let texts = t
-        .tokens
-        .to_vec2::<u32>()?
-        .iter()
-        .map(|r| task.completion_text(&r[pl..]))
-        .collect::<Result<Vec<_>>>()?;
+    let texts = completion_texts(task, &t)?;
     let items: Vec<_> = puzzles.iter().flat_map(|i| std::iter::repeat_n(i.clone(), g)).collect();
     let scores = task.score(&items, &texts);
     let committed = t.completion_mask.sum(D::Minus1)?.clamp(1.0, f64::INFINITY)?;
