@@ -63,6 +63,19 @@ fn longest_target(world: &SudokuWorld, tok: &Tokenizer) -> Result<usize> {
     Ok(longest)
 }
 
+/// Refuses, before any work, a canvas of `gen_length` tokens shorter than a Sudoku answer
+/// with its EOS in the task's tokenizer.
+fn check_answer_fits(task: &SudokuTextTask, gen_length: usize) -> Result<()> {
+    let need = longest_target(task.world(), task.tokenizer())? + 1;
+    if gen_length < need {
+        return Err(super::usage(format!(
+            "decode.gen_length = {gen_length} is shorter than a Sudoku answer with its EOS \
+             ({need} tokens of this model's tokenizer)"
+        )));
+    }
+    Ok(())
+}
+
 fn example(tok: &Tokenizer, item: &SudokuItem) -> drift_dllm::Result<SftExample> {
     Ok(SftExample { prompt: tok.encode(&item.prompt())?, completion: tok.encode(&item.target())? })
 }
@@ -107,14 +120,7 @@ pub fn train(
         .map_err(|e| super::usage(e.to_string()))?;
     let model_cfg = ModelConfig::from_file(&cfg.base.join("config.json"))
         .map_err(|e| super::usage(format!("base model `base = {}`: {e}", cfg.base.display())))?;
-    let need = longest_target(task.world(), task.tokenizer())? + 1;
-    if cfg.decode.gen_length < need {
-        return Err(super::usage(format!(
-            "decode.gen_length = {} is shorter than a Sudoku answer with its EOS ({need} tokens \
-             of this model's tokenizer)",
-            cfg.decode.gen_length
-        )));
-    }
+    check_answer_fits(&task, cfg.decode.gen_length)?;
     let mut probe = task.eval_items(cfg.eval_items);
     probe.extend((0..256).map(|i| task.train_item(cfg.run.seed, i)));
     let mut longest = 0;
@@ -237,14 +243,7 @@ pub fn train_sas(cmd: &super::RunCommand<'_>, dev: &Device) -> Result<()> {
     }
     let tok = super::dllm::base_tokenizer(&cfg.base)?;
     let task = SudokuTextTask::new(&cfg.sudoku, tok).map_err(|e| super::usage(e.to_string()))?;
-    let need = longest_target(task.world(), task.tokenizer())? + 1;
-    if cfg.decode.gen_length < need {
-        return Err(super::usage(format!(
-            "decode.gen_length = {} is shorter than a Sudoku answer with its EOS ({need} tokens \
-             of this model's tokenizer)",
-            cfg.decode.gen_length
-        )));
-    }
+    check_answer_fits(&task, cfg.decode.gen_length)?;
     cmd.prepare_run_dir(&text)?;
     let r = drift_dllm::sas::train_sas(&cfg, &text, cmd.out, dev)?;
     super::print_stopped(&r.run, cfg.run.steps, "iteration");
