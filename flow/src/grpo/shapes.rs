@@ -148,7 +148,8 @@ impl ImageTask for ShapesTask {
 #[serde(deny_unknown_fields)]
 pub struct RewardTerm {
     /// `geneval` (the GenEval-style partial score: the fraction of clauses satisfied),
-    /// `geneval_strict` (1 when every clause holds), `jpeg_compressibility` or
+    /// `geneval_strict` (1 when every clause holds), `geneval_exact` (Flow-GRPO's training
+    /// score: exact counts on every requirement), `jpeg_compressibility` or
     /// `jpeg_incompressibility` (DDPO's `∓ kB / 500`).
     pub name: String,
     /// Its weight in the sum. Default 1.
@@ -164,6 +165,7 @@ fn one() -> f64 {
 pub const SHAPES_REWARDS: &[&str] = &[
     "geneval",
     "geneval_strict",
+    "geneval_exact",
     "unrequested_objects",
     "jpeg_compressibility",
     "jpeg_incompressibility",
@@ -174,6 +176,9 @@ fn named(name: &str) -> Result<Arc<ImageReward<Prompt>>> {
         "geneval" => Arc::new(ShapesReward { score: ShapesScore::Partial, ..Default::default() }),
         "geneval_strict" => {
             Arc::new(ShapesReward { score: ShapesScore::Strict, ..Default::default() })
+        }
+        "geneval_exact" => {
+            Arc::new(ShapesReward { score: ShapesScore::Exact, ..Default::default() })
         }
         "unrequested_objects" => {
             Arc::new(ShapesReward { score: ShapesScore::Unrequested, ..Default::default() })

@@ -7,12 +7,14 @@
 //! draws a correct 32×32 image of any prompt on a 2×2 cell layout ([`render`], [`scene`]); and
 //! a GenEval-style verifier
 //! (arXiv 2310.11513) that finds shapes by colour segmentation and connected components
-//! ([`segment`], [`classify`]) and scores counts, colours and relations ([`verify`](mod@verify)).
+//! ([`segment`], [`classify`]) and scores counts, colours and relations ([`verify`](mod@verify)), under GenEval's evaluation rule or
+//! Flow-GRPO's exact-count training score ([`exact`]).
 
 #[cfg(test)]
 mod acceptance;
 pub mod classify;
 pub mod error;
+pub mod exact;
 pub mod grammar;
 pub mod jsonl;
 pub mod noise;
@@ -28,6 +30,7 @@ pub mod vocab;
 use drift_core::rng::SplitMix64;
 
 pub use error::ShapesError;
+pub use exact::exact_score;
 pub use grammar::{Category, Clause, Colour, Object, Prompt, Relation, ShapeKind, Spec};
 pub use parse::from_text;
 pub use render::{

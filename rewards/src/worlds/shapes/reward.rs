@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::exact::exact_score;
 use super::grammar::Prompt;
 use super::parse::from_text;
 use super::verify::{verify_with, Verdict, VerifyOptions};
@@ -25,6 +26,10 @@ pub enum ShapesScore {
     /// cells of the canvas. GenEval's "at least one" rule lets a policy fill every cell to
     /// raise its odds; this term prices each unasked object. Named `unrequested_objects`.
     Unrequested,
+    /// Flow-GRPO's training score ([`super::exact`]): partial credit with exact counts on every
+    /// requirement, so an unasked copy of an asked shape costs like a missing one; in
+    /// `(−∞, 1]`. Named `geneval_exact`.
+    Exact,
 }
 
 /// The GenEval-style shapes reward: verifies each image against its prompt.
@@ -61,6 +66,9 @@ impl ShapesReward {
         let score = match self.score {
             ShapesScore::Partial => verdict.score,
             ShapesScore::Strict => f64::from(u8::from(verdict.strict)),
+            ShapesScore::Exact => {
+                exact_score(prompt, &verdict.detections, self.verify.relation_margin)
+            }
             ShapesScore::Unrequested => {
                 let extra = verdict.detections.len().saturating_sub(prompt.object_count());
                 -(extra.min(4) as f64) / 4.0
@@ -108,6 +116,7 @@ impl Reward<ImageSample<Prompt>> for ShapesReward {
             ShapesScore::Partial => "geneval",
             ShapesScore::Strict => "geneval_strict",
             ShapesScore::Unrequested => "unrequested_objects",
+            ShapesScore::Exact => "geneval_exact",
         }
     }
 
