@@ -240,6 +240,14 @@ enum SampleCmd {
         /// Seed of the sampling noise.
         #[arg(long, default_value_t = 0)]
         seed: u64,
+        /// A trained SAS order policy folder (`drift train sas`'s OUT/model): it chooses the
+        /// positions in place of --rule (greedy unless --sample-order).
+        #[arg(long)]
+        order_policy: Option<PathBuf>,
+        /// Sample the order policy's choices (Gumbel-top-k, keyed by --seed) instead of taking
+        /// its top scores.
+        #[arg(long, requires = "order_policy")]
+        sample_order: bool,
     },
     /// Sample images of shapes-world prompts with a saved DiT; prints each image's verifier
     /// verdict as a JSON line and writes a captioned grid.
@@ -391,6 +399,10 @@ enum EvalCmd {
         /// Directory for eval_samples.jsonl and eval_summary.json.
         #[arg(long)]
         out: Option<PathBuf>,
+        /// A trained SAS order policy folder (`drift train sas`'s OUT/model): it chooses the
+        /// positions, greedily, in place of low-confidence remasking.
+        #[arg(long)]
+        order_policy: Option<PathBuf>,
     },
     /// Held-out solve rate and cell accuracy of a Sudoku dLLM under one position rule (the
     /// order in which cells are committed), one JSON line per seed.
@@ -504,6 +516,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             temperature,
             k,
             out,
+            order_policy,
         })) => {
             let mode = serde_json::from_value(serde_json::Value::String(sandbox.clone()))
                 .map_err(|e| cli::usage(format!("--sandbox {sandbox:?}: {e}")))?;
@@ -534,6 +547,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 data,
                 sandbox,
                 pass_at,
+                order_policy,
             };
             cli::dllm::eval(&model, &opts, out.as_deref(), dev)?;
         }
@@ -551,9 +565,6 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             sample_order,
         })) => {
             cli::existing_dir(&model, "--model")?;
-            if let Some(dir) = &order_policy {
-                cli::existing_dir(dir, "--order-policy")?;
-            }
             let position = cli::sample::position_rule(&rule, 0.9)?;
             if !position.uses_quota() {
                 return Err(cli::usage(format!(
@@ -587,7 +598,18 @@ fn run(cli: Cli) -> anyhow::Result<()> {
 
 fn sample(cmd: SampleCmd, dev: &candle_core::Device) -> anyhow::Result<()> {
     match cmd {
-        SampleCmd::Dllm { model, prompt, canvas, rule, tau, temperature, n, seed } => {
+        SampleCmd::Dllm {
+            model,
+            prompt,
+            canvas,
+            rule,
+            tau,
+            temperature,
+            n,
+            seed,
+            order_policy,
+            sample_order,
+        } => {
             cli::existing_dir(&model, "--model")?;
             let (gen_length, block_length, steps) = canvas.resolve(&model)?;
             let s = cli::sample::DllmSampling {
@@ -598,6 +620,8 @@ fn sample(cmd: SampleCmd, dev: &candle_core::Device) -> anyhow::Result<()> {
                 temperature,
                 n: n.max(1),
                 seed,
+                order_policy,
+                sample_order,
             };
             cli::sample::dllm(&model, &prompt, &s, dev)
         }

@@ -645,3 +645,85 @@ fn train_sas_names_a_missing_base_a_short_canvas_and_a_bad_value() {
     assert_eq!(code, 2, "{text}");
     assert!(text.contains("group_size"), "{text}");
 }
+
+/// `--order-policy` reaches the decoder of `sample dllm` and `eval dllm`: a saved policy whose
+/// score is the margin feature alone decodes exactly as `--rule margin`, one on the top-1
+/// probability exactly as `--rule low_confidence`, and one on minus the top-1 probability
+/// (least confident first) differently.
+#[test]
+fn sample_and_eval_dllm_decode_with_a_saved_order_policy() {
+    use drift::dllm::sas::{SasOrderPolicy, SasPolicyConfig};
+    let dir = tempfile::tempdir().unwrap();
+    let save = |name: &str, linear: [f64; 6]| {
+        let cfg = SasPolicyConfig { init_linear: linear, ..SasPolicyConfig::default() };
+        let path = dir.path().join(name);
+        SasOrderPolicy::new(cfg, 0, &candle_core::Device::Cpu).unwrap().save(&path).unwrap();
+        path.to_str().unwrap().to_string()
+    };
+    let margin = save("margin", [0.0, 1000.0, 0.0, 0.0, 0.0, 0.0]);
+    let top1 = save("top1", [1000.0, 0.0, 0.0, 0.0, 0.0, 0.0]);
+    let anti = save("anti", [-1000.0, 0.0, 0.0, 0.0, 0.0, 0.0]);
+    let model = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/checkpoints/dllm-sudoku4-v1");
+    let puzzles = [
+        "Solve this 4x4 sudoku (. is empty):\n1...\n..3.\n.4..\n...2",
+        "Solve this 4x4 sudoku (. is empty):\n.2..\n3...\n...1\n..4.",
+        "Solve this 4x4 sudoku (. is empty):\n..1.\n4...\n...3\n.2..",
+    ];
+    let sample = |extra: &[&str]| {
+        let mut args = vec!["sample", "dllm", "--model", model, "--gen-length", "28"];
+        for p in &puzzles {
+            args.extend(["--prompt", p]);
+        }
+        args.extend(extra);
+        let (code, text) = drift(&args);
+        assert_eq!(code, 0, "{text}");
+        text.lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .map(|v| v["completion"].as_str().unwrap().to_string())
+            .collect::<Vec<_>>()
+    };
+    let by_margin = sample(&["--rule", "margin"]);
+    let by_top1 = sample(&["--rule", "low_confidence"]);
+    assert_eq!(by_margin.len(), 3);
+    assert_eq!(sample(&["--order-policy", &margin]), by_margin);
+    assert_eq!(sample(&["--order-policy", &top1]), by_top1);
+    assert_ne!(sample(&["--order-policy", &anti]), by_top1);
+    // A sampled order is a different decode from the greedy one.
+    let sampled = sample(&["--order-policy", &margin, "--sample-order", "--n", "4"]);
+    assert_eq!(sampled.len(), 12);
+    let (code, text) =
+        drift(&["sample", "dllm", "--model", model, "--prompt", "x", "--order-policy", "/no/such"]);
+    assert_eq!(code, 2, "{text}");
+    assert!(text.contains("--order-policy /no/such"), "{text}");
+
+    // eval dllm: the code world's greedy decode under the top-1 policy is the plain
+    // (low-confidence) decode, completion for completion; least confident first it is not.
+    let code_model = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/checkpoints/dllm-code-v5");
+    let eval = |name: &str, extra: &[&str]| {
+        let out = dir.path().join(name);
+        let out = out.to_str().unwrap();
+        let mut args =
+            vec!["eval", "dllm", "--model", code_model, "--n", "8", "--batch", "8", "--out", out];
+        args.extend(extra);
+        let (code, text) = drift(&args);
+        assert_eq!(code, 0, "{text}");
+        let samples = std::fs::read_to_string(dir.path().join(name).join("eval_samples.jsonl"));
+        let completions: Vec<String> = samples
+            .unwrap()
+            .lines()
+            .map(|l| {
+                serde_json::from_str::<serde_json::Value>(l).unwrap()["completion"].to_string()
+            })
+            .collect();
+        let summary: serde_json::Value =
+            serde_json::from_str(text.lines().find(|l| l.starts_with('{')).unwrap()).unwrap();
+        (completions, summary)
+    };
+    let (plain, _) = eval("plain", &[]);
+    let (ordered, summary) = eval("top1", &["--order-policy", &top1]);
+    let (reversed, _) = eval("anti", &["--order-policy", &anti]);
+    assert_eq!(plain.len(), 8);
+    assert_eq!(ordered, plain);
+    assert_ne!(reversed, plain);
+    assert!(summary["position"].as_str().unwrap().starts_with("sas:"), "{summary}");
+}

@@ -14,20 +14,21 @@ use anyhow::{bail, Context, Result};
 use candle_core::Device;
 use drift_dllm::grpo::TextTask;
 use drift_dllm::grpo::{
-    decode_and_score, pass_at_k, sample_pass_counts, train_dllm_grpo, CodeTask, DllmGrpoConfig,
-    DllmGrpoReport, ResolvedConfig, TaskScore, TextWorld,
+    decode_and_score_ordered, pass_at_k, sample_pass_counts, train_dllm_grpo, CodeTask,
+    DllmGrpoConfig, DllmGrpoReport, ResolvedConfig, TaskScore, TextWorld,
 };
 use drift_dllm::model::{DiffusionLm, LoadOptions, ModelConfig};
 use drift_dllm::pretrain_run::{
     pretrain_dllm, PretrainDllmConfig, PretrainDllmReport, SftExample, TokenizerKind,
 };
+use drift_dllm::sas::SasOrderPolicy;
 use drift_dllm::tokenizer::bpe::train_bpe;
 use drift_dllm::tokenizer::{CharTokenizer, Tokenizer, CHAR_TOKENIZER_FILE, HF_TOKENIZER_FILE};
 use drift_dllm::DllmError;
 use drift_rewards::sandbox::SandboxConfig;
 use drift_rewards::worlds::code::{CodeItem, CodeSplit, CodeWorld, CodeWorldConfig};
 use drift_rewards::worlds::{Split, TextItem};
-use drift_samplers::dllm::{DecodeConfig, PositionRule};
+use drift_samplers::dllm::{DecodeConfig, OrderPolicy, PositionRule, ProposalConfig};
 
 /// The prompt text of a code item in the corpus format.
 pub fn prompt_text(item: &CodeItem) -> String {
@@ -305,6 +306,9 @@ pub struct EvalOptions {
     pub sandbox: SandboxConfig,
     /// The sampled pass@k measurement (off when `samples` is 0).
     pub pass_at: PassAtK,
+    /// A trained order policy folder (`drift train sas`) choosing the positions, greedily, in
+    /// place of low-confidence remasking, for the greedy pass@1 and the pass@k samples.
+    pub order_policy: Option<PathBuf>,
 }
 
 /// How `drift eval dllm` measures pass@k: `samples` decodes per item at `temperature`, the
@@ -363,8 +367,13 @@ fn score_greedy(
     items: &[CodeItem],
     cfg: &DecodeConfig,
     batch: usize,
+    order: Option<&dyn OrderPolicy>,
 ) -> Result<Vec<Scored>> {
-    let batches = decode_and_score(model, task, items, cfg, batch)?;
+    let cfg = DecodeConfig {
+        proposal: ProposalConfig { temperature: 0.0, ..cfg.proposal },
+        ..cfg.clone()
+    };
+    let batches = decode_and_score_ordered(model, task, items, &cfg, batch, 0, order)?;
     let scored = batches.into_iter().flat_map(|b| b.completions.into_iter().zip(b.scores));
     Ok(items.iter().zip(scored).map(|(item, (c, s))| Scored::new(item, c, &s)).collect())
 }
@@ -378,6 +387,7 @@ fn pass_at_k_report(
     items: &[CodeItem],
     greedy: &DecodeConfig,
     opts: &EvalOptions,
+    order: Option<&dyn OrderPolicy>,
 ) -> Result<Option<serde_json::Value>> {
     let p = &opts.pass_at;
     if p.samples == 0 {
@@ -385,7 +395,7 @@ fn pass_at_k_report(
     }
     let mut cfg = greedy.clone();
     cfg.proposal.temperature = p.temperature;
-    let counts = sample_pass_counts(model, task, items, &cfg, p.samples, opts.batch, 0)?;
+    let counts = sample_pass_counts(model, task, items, &cfg, p.samples, opts.batch, 0, order)?;
     let mut out = serde_json::Map::new();
     for &k in p.k.iter().filter(|&&k| k >= 1 && k <= p.samples) {
         let sum: f64 = counts.iter().filter_map(|&c| pass_at_k(p.samples, c, k)).sum();
@@ -442,12 +452,19 @@ pub fn template_coverage(scored: &[Scored]) -> (usize, usize) {
 
 /// `drift eval dllm`: held-out pass rate of a saved model on the code world.
 pub fn eval(model_dir: &Path, opts: &EvalOptions, out: Option<&Path>, dev: &Device) -> Result<()> {
+    let policy = opts
+        .order_policy
+        .as_deref()
+        .map(|d| super::sample::load_order_policy(d, dev))
+        .transpose()?;
     let load = LoadOptions { device: dev.clone(), ..LoadOptions::frozen() };
     let model = DiffusionLm::from_dir(model_dir, &load)?;
     let t0 = std::time::Instant::now();
     let (task, items, cfg) = eval_setup(&model, opts)?;
-    let scored = score_greedy(&model, &task, &items, &cfg, opts.batch)?;
-    let pass_at = pass_at_k_report(&model, &task, &items, &cfg, opts)?;
+    let greedy = policy.as_ref().map(SasOrderPolicy::greedy);
+    let order = greedy.as_ref().map(|g| g as &dyn OrderPolicy);
+    let scored = score_greedy(&model, &task, &items, &cfg, opts.batch, order)?;
+    let pass_at = pass_at_k_report(&model, &task, &items, &cfg, opts, order)?;
     let n = scored.len().max(1) as f64;
     let mean = |f: fn(&Scored) -> f64| scored.iter().map(f).sum::<f64>() / n;
     let pass = mean(|s| f64::from(u8::from(s.passed)));
@@ -462,6 +479,10 @@ pub fn eval(model_dir: &Path, opts: &EvalOptions, out: Option<&Path>, dev: &Devi
         "gen_length": opts.gen_length,
         "block_length": opts.block_length,
         "steps": opts.steps,
+        "position": match &opts.order_policy {
+            Some(dir) => serde_json::json!(format!("sas:{}", dir.display())),
+            None => serde_json::json!(cfg.position),
+        },
         "pass_rate": pass,
         "templates": templates,
         "templates_passed": templates_passed,

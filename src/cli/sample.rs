@@ -7,6 +7,7 @@ use anyhow::{Context, Result};
 use candle_core::Device;
 use drift::core::rng::RngKey;
 use drift::dllm::model::{DiffusionLm, LoadOptions};
+use drift::dllm::sas::SasOrderPolicy;
 use drift::dllm::tokenizer::{BOS_ID, EOS_ID, PAD_ID};
 use drift::flow::grpo::rollout::initial_noise;
 use drift::flow::grpo::task::tensor_to_images;
@@ -14,7 +15,10 @@ use drift::flow::grpo::{ImageTask, ShapesTask};
 use drift::flow::model::load_dit_frozen;
 use drift::rewards::image::{write_grid, GridOptions};
 use drift::rewards::worlds::shapes::{verify, Prompt};
-use drift::samplers::dllm::{decode, DecodeBatch, DecodeConfig, PositionRule, ProposalConfig};
+use drift::samplers::dllm::{
+    decode, decode_with_policy, DecodeBatch, DecodeConfig, OrderPolicy, PositionRule,
+    ProposalConfig,
+};
 use drift::samplers::flow::{
     rollout_sde, Guidance, RolloutConfig, Schedule, ScheduleConfig, StepKind,
 };
@@ -40,6 +44,14 @@ pub fn position_rule(name: &str, tau: f64) -> Result<PositionRule> {
     })
 }
 
+/// The SAS order policy saved in `dir` (`drift train sas`'s `OUT/model`), loaded before any
+/// decoding; a missing folder or a bad file is a usage error naming `--order-policy`.
+pub fn load_order_policy(dir: &Path, dev: &Device) -> Result<SasOrderPolicy> {
+    super::existing_dir(dir, "--order-policy")?;
+    SasOrderPolicy::load(dir, dev)
+        .map_err(|e| usage(format!("--order-policy {}: {e}", dir.display())))
+}
+
 /// How `drift sample dllm` decodes.
 #[derive(Debug, Clone)]
 pub struct DllmSampling {
@@ -57,12 +69,24 @@ pub struct DllmSampling {
     pub n: usize,
     /// Seed of the sampling noise.
     pub seed: u64,
+    /// A trained order policy folder choosing the positions in place of `rule`.
+    pub order_policy: Option<std::path::PathBuf>,
+    /// Sample the policy's choices (keyed by `seed`) instead of taking its top scores.
+    pub sample_order: bool,
 }
 
 /// Decodes `n` completions of each prompt (drift's corpus format `BOS prompt\n`) and prints
 /// one JSON line per completion.
 pub fn dllm(model_dir: &Path, prompts: &[String], s: &DllmSampling, dev: &Device) -> Result<()> {
     super::existing_dir(model_dir, "--model")?;
+    let policy = s.order_policy.as_deref().map(|d| load_order_policy(d, dev)).transpose()?;
+    if policy.is_some() && !s.rule.uses_quota() {
+        return Err(usage(
+            "--order-policy chooses the positions of a quota rule: expected --rule \
+             low_confidence, margin, entropy or random"
+                .to_string(),
+        ));
+    }
     let load = LoadOptions { device: dev.clone(), ..LoadOptions::frozen() };
     let model = DiffusionLm::from_dir(model_dir, &load)?;
     let Some(tok) = model.tokenizer().cloned() else {
@@ -102,7 +126,17 @@ pub fn dllm(model_dir: &Path, prompts: &[String], s: &DllmSampling, dev: &Device
         padding: model.config().padding(),
         first_row: 0,
     };
-    let traj = decode(&model, &cfg, &batch, RngKey::new(s.seed), model.device())?;
+    let key = RngKey::new(s.seed);
+    let greedy = policy.as_ref().map(SasOrderPolicy::greedy);
+    let order: Option<&dyn OrderPolicy> = match (&policy, &greedy) {
+        (Some(p), _) if s.sample_order => Some(p),
+        (_, Some(g)) => Some(g),
+        _ => None,
+    };
+    let traj = match order {
+        Some(p) => decode_with_policy(&model, &cfg, &batch, key, model.device(), p)?,
+        None => decode(&model, &cfg, &batch, key, model.device())?,
+    };
     let p = traj.prompt_len;
     for (r, row) in traj.tokens.to_vec2::<u32>()?.iter().enumerate() {
         let comp = &row[p..];

@@ -17,7 +17,7 @@ use drift_dllm::grpo::{
 };
 use drift_dllm::model::{DiffusionLm, LoadOptions, ModelConfig};
 use drift_dllm::pretrain_run::{pretrain_dllm, PretrainDllmConfig, SftExample, TokenizerKind};
-use drift_dllm::sas::{evaluate_order, OrderEval, SasConfig, SasOrderPolicy};
+use drift_dllm::sas::{evaluate_order, OrderEval, SasConfig};
 use drift_dllm::tokenizer::bpe::train_bpe;
 use drift_dllm::tokenizer::{CharTokenizer, Tokenizer};
 use drift_rewards::worlds::sudoku::{SudokuItem, SudokuWorld};
@@ -167,6 +167,11 @@ pub struct SudokuEvalOptions {
 /// `drift eval sudoku`: held-out solve rate and cell accuracy of a Sudoku model under one
 /// position rule, for each seed, as one JSON line each.
 pub fn eval(model_dir: &Path, opts: &SudokuEvalOptions, dev: &Device) -> Result<()> {
+    let policy = opts
+        .order_policy
+        .as_deref()
+        .map(|d| super::sample::load_order_policy(d, dev))
+        .transpose()?;
     let load = LoadOptions { device: dev.clone(), ..LoadOptions::frozen() };
     let model = DiffusionLm::from_dir(model_dir, &load)?;
     let task = SudokuTextTask::new(&opts.world, super::dllm::base_tokenizer(model_dir)?)
@@ -184,10 +189,6 @@ pub fn eval(model_dir: &Path, opts: &SudokuEvalOptions, dev: &Device) -> Result<
         gen_length,
         opts.batch.min(items.len()),
     )?;
-    let policy = match &opts.order_policy {
-        Some(dir) => Some(SasOrderPolicy::load(dir, dev).map_err(|e| super::usage(e.to_string()))?),
-        None => None,
-    };
     let greedy = policy.as_ref().map(|p| p.greedy());
     for &seed in &opts.seeds {
         let t0 = std::time::Instant::now();

@@ -3,7 +3,9 @@
 use std::time::Instant;
 
 use drift_core::rng::RngKey;
-use drift_samplers::dllm::{decode, DecodeBatch, DecodeConfig, ProposalConfig, Trajectory};
+use drift_samplers::dllm::{
+    decode, decode_with_policy, DecodeBatch, DecodeConfig, OrderPolicy, ProposalConfig, Trajectory,
+};
 use serde::{Deserialize, Serialize};
 
 use super::task::{TaskScore, TextTask};
@@ -63,9 +65,24 @@ pub fn decode_and_score_keyed<T: TextTask>(
     batch: usize,
     seed: u64,
 ) -> Result<Vec<ScoredBatch>> {
+    decode_and_score_ordered(model, task, items, decode_cfg, batch, seed, None)
+}
+
+/// [`decode_and_score_keyed`] with `order` (a learned order policy such as SAS's) choosing the
+/// positions in place of `decode_cfg.position`, which must then be a quota rule.
+pub fn decode_and_score_ordered<T: TextTask>(
+    model: &DiffusionLm,
+    task: &T,
+    items: &[T::Item],
+    decode_cfg: &DecodeConfig,
+    batch: usize,
+    seed: u64,
+    order: Option<&dyn OrderPolicy>,
+) -> Result<Vec<ScoredBatch>> {
     let mut out = Vec::new();
     for chunk in items.chunks(batch.max(1)) {
-        let (trajectory, completions) = decode_texts(model, task, chunk, decode_cfg, 1, 0, seed)?;
+        let (trajectory, completions) =
+            decode_texts(model, task, chunk, decode_cfg, (1, 0, seed), order)?;
         let scores = task.score(chunk, &completions);
         out.push(ScoredBatch { trajectory, completions, scores });
     }
@@ -73,15 +90,15 @@ pub fn decode_and_score_keyed<T: TextTask>(
 }
 
 /// Decodes `group` completions of each of `items` in one batch (rows keyed from `first_row`
-/// under `seed`) and returns the trajectory with each row's completion text.
+/// under `seed`; `order` choosing the positions when given) and returns the trajectory with
+/// each row's completion text.
 fn decode_texts<T: TextTask>(
     model: &DiffusionLm,
     task: &T,
     items: &[T::Item],
     cfg: &DecodeConfig,
-    group: usize,
-    first_row: u64,
-    seed: u64,
+    (group, first_row, seed): (usize, u64, u64),
+    order: Option<&dyn OrderPolicy>,
 ) -> Result<(Trajectory, Vec<String>)> {
     let prompts = items.iter().map(|i| task.prompt_ids(i)).collect::<Result<Vec<_>>>()?;
     let b = DecodeBatch {
@@ -91,7 +108,11 @@ fn decode_texts<T: TextTask>(
         padding: model.config().padding(),
         first_row,
     };
-    let trajectory = decode(model, cfg, &b, RngKey::new(seed), model.device())?;
+    let key = RngKey::new(seed);
+    let trajectory = match order {
+        Some(p) => decode_with_policy(model, cfg, &b, key, model.device(), p)?,
+        None => decode(model, cfg, &b, key, model.device())?,
+    };
     let pl = trajectory.prompt_len;
     let completions = trajectory
         .tokens
@@ -120,7 +141,7 @@ pub fn pass_at_k(n: usize, c: usize, k: usize) -> Option<f64> {
 /// Decodes each item `samples` times with `decode_cfg` as given (its proposal temperature,
 /// position rule and steps: the rollout's sampling; every draw keyed by `seed`) in batches of
 /// about `batch` rows, and returns how many of each item's samples pass, in item order: the
-/// counts [`pass_at_k`] reads.
+/// counts [`pass_at_k`] reads. `order`, when given, chooses the positions in place of the rule.
 pub fn sample_pass_counts<T: TextTask>(
     model: &DiffusionLm,
     task: &T,
@@ -129,6 +150,7 @@ pub fn sample_pass_counts<T: TextTask>(
     samples: usize,
     batch: usize,
     seed: u64,
+    order: Option<&dyn OrderPolicy>,
 ) -> Result<Vec<usize>> {
     let samples = samples.max(1);
     let per_chunk = (batch / samples).max(1);
@@ -136,7 +158,7 @@ pub fn sample_pass_counts<T: TextTask>(
     for (c, chunk) in items.chunks(per_chunk).enumerate() {
         let first_row = (c * per_chunk * samples) as u64;
         let (_, completions) =
-            decode_texts(model, task, chunk, decode_cfg, samples, first_row, seed)?;
+            decode_texts(model, task, chunk, decode_cfg, (samples, first_row, seed), order)?;
         let repeated: Vec<T::Item> =
             chunk.iter().flat_map(|i| std::iter::repeat_n(i.clone(), samples)).collect();
         let scores = task.score(&repeated, &completions);

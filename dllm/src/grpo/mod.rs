@@ -21,8 +21,8 @@ pub mod update;
 
 pub use config::{DllmGrpoConfig, Recipe, RecipeParts, ResolvedConfig, RECIPES};
 pub use eval::{
-    decode_and_score, decode_and_score_keyed, evaluate, pass_at_k, sample_pass_counts, EvalReport,
-    ScoredBatch,
+    decode_and_score, decode_and_score_keyed, decode_and_score_ordered, evaluate, pass_at_k,
+    sample_pass_counts, EvalReport, ScoredBatch,
 };
 pub use rollout::{sample_batch, RolloutBatch};
 pub use sudoku_task::{SudokuTaskConfig, SudokuTextTask, TextWorld};
