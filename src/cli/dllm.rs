@@ -395,7 +395,7 @@ fn pass_at_k_report(
     }
     let mut cfg = greedy.clone();
     cfg.proposal.temperature = p.temperature;
-    let counts = sample_pass_counts(model, task, items, &cfg, p.samples, opts.batch, 0, order)?;
+    let counts = sample_pass_counts(model, task, items, &cfg, (p.samples, opts.batch, 0), order)?;
     let mut out = serde_json::Map::new();
     for &k in p.k.iter().filter(|&&k| k >= 1 && k <= p.samples) {
         let sum: f64 = counts.iter().filter_map(|&c| pass_at_k(p.samples, c, k)).sum();

@@ -147,9 +147,7 @@ pub fn sample_pass_counts<T: TextTask>(
     task: &T,
     items: &[T::Item],
     decode_cfg: &DecodeConfig,
-    samples: usize,
-    batch: usize,
-    seed: u64,
+    (samples, batch, seed): (usize, usize, u64),
     order: Option<&dyn OrderPolicy>,
 ) -> Result<Vec<usize>> {
     let samples = samples.max(1);
