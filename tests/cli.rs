@@ -237,6 +237,15 @@ fn train_flow_names_a_bad_key_a_bad_value_and_a_missing_base() {
     let (code, text) = drift(&["train", "flow", "--out", out, "--config", "/no/such/grpo.toml"]);
     assert_eq!(code, 2, "{text}");
     assert!(text.contains("/no/such/grpo.toml"), "{text}");
+    for (rewards, expected) in [
+        (r#"rewards=[{name="http"}]"#, "rewards.http"),
+        (r#"rewards=[{name="http", http={url="https://x/"}}]"#, "https is not supported"),
+        (r#"rewards=[{name="geneval", http={url="http://x/"}}]"#, "only on a term named"),
+    ] {
+        let (code, text) = drift(&["train", "flow", "--out", out, "--set", rewards]);
+        assert_eq!(code, 2, "{rewards}: {text}");
+        assert!(text.contains(expected), "{rewards}: {text}");
+    }
 }
 
 #[test]
@@ -726,4 +735,71 @@ fn sample_and_eval_dllm_decode_with_a_saved_order_policy() {
     assert_eq!(ordered, plain);
     assert_ne!(reversed, plain);
     assert!(summary["position"].as_str().unwrap().starts_with("sas:"), "{summary}");
+}
+
+/// `train flow` with an `http` reward: scored by the reference server on loopback, and, when
+/// nobody answers, every image a recorded failure while the run goes on to its end.
+#[test]
+fn train_flow_scores_with_an_http_reward_and_survives_a_dead_service() {
+    use std::io::BufRead;
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/reward_server/server.py");
+    let mut server = std::process::Command::new("python3")
+        .args([script, "--port", "0"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3 runs the reference server");
+    let mut line = String::new();
+    std::io::BufReader::new(server.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let url = line.trim().strip_prefix("listening on ").unwrap().to_string();
+    let dead = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("http://{}/score", l.local_addr().unwrap())
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let run = |name: &str, url: &str| {
+        let out = dir.path().join(name);
+        let rewards = format!(
+            "rewards=[{{name=\"http\", weight=1.0, http={{url=\"{url}\", timeout_s=5, retries=0}}}}]"
+        );
+        let (code, text) = drift(&[
+            "train",
+            "flow",
+            "--out",
+            out.to_str().unwrap(),
+            "--set",
+            &rewards,
+            "--set",
+            "run.steps=1",
+            "--set",
+            "prompts_per_step=2",
+            "--set",
+            "group_size=2",
+            "--set",
+            "eval_images_per_category=1",
+            "--set",
+            "eval_steps=2",
+            "--set",
+            "eval_prompts=2",
+            "--set",
+            "diversity_prompts=1",
+            "--set",
+            "diversity_samples=2",
+        ]);
+        assert_eq!(code, 0, "{text}");
+        let metrics = std::fs::read_to_string(out.join("metrics.jsonl")).unwrap();
+        let step: serde_json::Value = metrics
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .find(|v| v.get("reward/failures").is_some())
+            .expect("an iteration's metrics");
+        step
+    };
+    let live = run("live", &url);
+    assert_eq!(live["reward/failures"], 0.0, "{live}");
+    let mean = live["reward/mean"].as_f64().unwrap();
+    assert!(mean > 0.0 && mean < 1.0, "brightness is in (0, 1): {mean}");
+    let gone = run("dead", &dead);
+    assert_eq!(gone["reward/failures"], 4.0, "{gone}");
+    let _ = server.kill();
+    let _ = server.wait();
 }

@@ -6,8 +6,9 @@
 //! [`Component::failure`] and the others still count.
 
 use std::sync::Arc;
+use std::time::Instant;
 
-use crate::reward::{guarded, Component, Details, Evaluation, FailurePolicy, Reward};
+use crate::reward::{guarded, Component, Details, Evaluation, FailurePolicy, Outcome, Reward};
 use crate::RewardError;
 
 /// A weighted sum of rewards over the same sample type.
@@ -49,10 +50,42 @@ impl<S> Reward<S> for Weighted<S> {
     }
 
     fn evaluate(&self, sample: &S) -> Result<Evaluation, RewardError> {
+        let parts = self.parts.iter().map(|(_, p)| guarded(p.as_ref(), sample, &self.policy));
+        Ok(self.combine(parts))
+    }
+
+    /// Each part scores the whole batch through its own `evaluate_batch` (so a part that
+    /// batches natively, such as [`crate::http::HttpReward`], sends one request, not one per
+    /// sample); then each sample's parts combine as in [`Reward::evaluate`]. The sum itself
+    /// never fails: a failing part is recorded in its component.
+    fn evaluate_batch(&self, samples: &[S]) -> Vec<Outcome> {
+        let start = Instant::now();
+        let mut per_part: Vec<std::vec::IntoIter<Outcome>> =
+            self.parts.iter().map(|(_, p)| p.evaluate_batch(samples).into_iter()).collect();
+        let elapsed = start.elapsed();
+        (0..samples.len())
+            .map(|_| {
+                let parts = per_part.iter_mut().map(|outs| {
+                    let mut out = outs.next().expect("one outcome per sample");
+                    if out.failure.is_some() {
+                        out.score = self.policy.failure_score;
+                    }
+                    out
+                });
+                let ev = self.combine(parts);
+                Outcome { score: ev.score, details: ev.details, failure: None, elapsed }
+            })
+            .collect()
+    }
+}
+
+impl<S> Weighted<S> {
+    /// `Σ wᵢ · outᵢ.score` over the parts' outcomes, in part order, with each part recorded
+    /// as a component (its failure included) and its tests, notes and first gate kept.
+    fn combine(&self, outcomes: impl Iterator<Item = Outcome>) -> Evaluation {
         let mut details = Details::default();
         let mut score = 0.0;
-        for (weight, part) in &self.parts {
-            let out = guarded(part.as_ref(), sample, &self.policy);
+        for ((weight, part), out) in self.parts.iter().zip(outcomes) {
             score += weight * out.score;
             details.tests.extend(out.details.tests);
             details.notes.extend(out.details.notes);
@@ -66,7 +99,7 @@ impl<S> Reward<S> for Weighted<S> {
                 failure: out.failure,
             });
         }
-        Ok(Evaluation { score, details })
+        Evaluation { score, details }
     }
 }
 
@@ -103,5 +136,57 @@ mod tests {
         assert_eq!(names, vec!["a", "b", "bad"]);
         assert!(ev.details.components[2].failure.is_some());
         assert!(Weighted::<()>::new("x").with(f64::NAN, Arc::new(Const("a", 1.0))).is_err());
+    }
+
+    /// A part that scores `x / 10` and counts how often its batch entry point is called.
+    struct Batching(std::sync::atomic::AtomicUsize);
+    impl Reward<u32> for Batching {
+        fn name(&self) -> &str {
+            "batching"
+        }
+        fn evaluate(&self, x: &u32) -> Result<Evaluation, RewardError> {
+            if *x == 3 {
+                return Err(RewardError::Invalid { what: "3".into(), expected: "not 3".into() });
+            }
+            Ok(Evaluation::score(f64::from(*x) / 10.0))
+        }
+        fn evaluate_batch(&self, xs: &[u32]) -> Vec<crate::reward::Outcome> {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let policy = FailurePolicy::default();
+            xs.iter().map(|x| guarded(self, x, &policy)).collect()
+        }
+    }
+    struct Double;
+    impl Reward<u32> for Double {
+        fn name(&self) -> &str {
+            "double"
+        }
+        fn evaluate(&self, x: &u32) -> Result<Evaluation, RewardError> {
+            Ok(Evaluation::score(2.0 * f64::from(*x)))
+        }
+    }
+
+    #[test]
+    fn a_batch_sends_each_part_the_whole_batch_and_equals_the_per_sample_sums() {
+        let part = Arc::new(Batching(std::sync::atomic::AtomicUsize::new(0)));
+        let sum = Weighted::new("sum")
+            .with(2.0, part.clone())
+            .unwrap()
+            .with(0.5, Arc::new(Double))
+            .unwrap()
+            .with_failure_score(-1.0);
+        let xs = [1u32, 2, 3, 4];
+        let batch = sum.evaluate_batch(&xs);
+        assert_eq!(part.0.load(std::sync::atomic::Ordering::SeqCst), 1);
+        for (x, out) in xs.iter().zip(&batch) {
+            let one = sum.evaluate(x).unwrap();
+            assert_eq!(out.score, one.score, "{x}");
+            assert_eq!(out.details.components, one.details.components, "{x}");
+            assert!(out.is_ok());
+        }
+        // 3 fails in the batching part: −1 (the failure score) × 2 + 0.5 × 6.
+        assert_eq!(batch[2].score, -2.0 + 3.0);
+        assert!(batch[2].details.components[0].failure.is_some());
+        assert_eq!(batch[0].score, 2.0 * 0.1 + 0.5 * 2.0);
     }
 }

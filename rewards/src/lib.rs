@@ -6,6 +6,7 @@
 //!   per-sample [`Details`] and recorded [`Failure`]s instead of crashes;
 //! - [`pool`]: parallel evaluation on a bounded thread pool with per-sample time-outs;
 //! - [`combine`]: weighted sums of rewards;
+//! - [`http`]: rewards computed by a scoring service over HTTP (models served from Python);
 //! - [`sandbox`]: running untrusted programs (rlimits, empty environment, per-run uid, bwrap
 //!   when it works);
 //! - [`verifiers`]: the verifiers shared across worlds (math final answers, exact rational
@@ -35,6 +36,7 @@
 
 pub mod combine;
 pub mod error;
+pub mod http;
 pub mod image;
 pub mod jsonl;
 pub mod pool;

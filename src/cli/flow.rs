@@ -222,7 +222,7 @@ pub fn eval(
         std::fs::create_dir_all(g)?;
     }
     let t0 = std::time::Instant::now();
-    let reward = shapes_reward(&[RewardTerm { name: "geneval".into(), weight: 1.0 }])?;
+    let reward = shapes_reward(&[RewardTerm::named("geneval", 1.0)])?;
     let r =
         evaluate(&model, &task, reward.as_ref(), task.eval_prompts(), sampling, grid.as_deref())?;
     for c in &r.categories {

@@ -152,7 +152,7 @@ impl Default for FlowGrpoConfig {
             },
             prompts_per_step: 16,
             group_size: 8,
-            rewards: vec![RewardTerm { name: "geneval".into(), weight: 1.0 }],
+            rewards: vec![RewardTerm::named("geneval", 1.0)],
             schedule: ScheduleConfig::default(),
             eval_steps: 40,
             rollout: RolloutConfig {
@@ -246,6 +246,9 @@ impl FlowGrpoConfig {
     pub fn validate(&self) -> Result<()> {
         self.run.validate()?;
         self.optim.validate()?;
+        // Every reward term builds (names known, weights finite, an `http` term's service
+        // configured); nothing is contacted yet.
+        super::shapes::shapes_reward(&self.rewards)?;
         if self.prompts_per_step == 0 {
             return Err(bad("prompts_per_step", 0, "at least 1"));
         }

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use candle_core::{Device, Tensor};
 use drift_rewards::combine::Weighted;
+use drift_rewards::http::{HttpReward, HttpRewardConfig};
 use drift_rewards::image::{Image, JpegCompressibility, JpegIncompressibility};
 use drift_rewards::reward::{ImageSample, Reward};
 use drift_rewards::worlds::shapes::{
@@ -150,11 +151,24 @@ pub struct RewardTerm {
     /// `geneval` (the GenEval-style partial score: the fraction of clauses satisfied),
     /// `geneval_strict` (1 when every clause holds), `geneval_exact` (Flow-GRPO's training
     /// score: exact counts on every requirement), `jpeg_compressibility` or
-    /// `jpeg_incompressibility` (DDPO's `∓ kB / 500`).
+    /// `jpeg_incompressibility` (DDPO's `∓ kB / 500`), or `http` (a scoring service, with
+    /// its `http` table).
     pub name: String,
     /// Its weight in the sum. Default 1.
     #[serde(default = "one")]
     pub weight: f64,
+    /// The scoring service of an `http` term: `{ url = "http://127.0.0.1:18085/score" }`
+    /// plus optional `timeout_s`, `retries`, `backoff_s`, `batch_size`
+    /// ([`drift_rewards::http::HttpRewardConfig`]); only for `http`. Default none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http: Option<HttpRewardConfig>,
+}
+
+impl RewardTerm {
+    /// The term `name` at `weight`, without a service.
+    pub fn named(name: impl Into<String>, weight: f64) -> Self {
+        Self { name: name.into(), weight, http: None }
+    }
 }
 
 fn one() -> f64 {
@@ -169,10 +183,36 @@ pub const SHAPES_REWARDS: &[&str] = &[
     "unrequested_objects",
     "jpeg_compressibility",
     "jpeg_incompressibility",
+    "http",
 ];
 
-fn named(name: &str) -> Result<Arc<ImageReward<Prompt>>> {
+fn named(term: &RewardTerm) -> Result<Arc<ImageReward<Prompt>>> {
+    let name = term.name.as_str();
+    if term.http.is_some() && name != "http" {
+        return Err(FlowModelError::Config {
+            field: "rewards.http",
+            value: format!("given for `{name}`"),
+            expected: "an http table only on a term named \"http\"".into(),
+        });
+    }
     Ok(match name {
+        "http" => {
+            let Some(cfg) = &term.http else {
+                return Err(FlowModelError::Config {
+                    field: "rewards.http",
+                    value: "missing".into(),
+                    expected: "a table with the service's url, e.g. http = { url = \
+                               \"http://127.0.0.1:18085/score\" }"
+                        .into(),
+                });
+            };
+            let reward = HttpReward::new(cfg.clone()).map_err(|e| FlowModelError::Config {
+                field: "rewards.http",
+                value: e.to_string(),
+                expected: "a valid scoring-service configuration".into(),
+            })?;
+            Arc::new(reward)
+        }
         "geneval" => Arc::new(ShapesReward { score: ShapesScore::Partial, ..Default::default() }),
         "geneval_strict" => {
             Arc::new(ShapesReward { score: ShapesScore::Strict, ..Default::default() })
@@ -204,12 +244,12 @@ pub fn shapes_reward(terms: &[RewardTerm]) -> Result<Arc<ImageReward<Prompt>>> {
             value: "[]".into(),
             expected: "at least one reward term".into(),
         }),
-        [t] if t.weight == 1.0 => named(&t.name),
+        [t] if t.weight == 1.0 => named(t),
         _ => {
             let name = terms.iter().map(|t| format!("{}*{}", t.weight, t.name)).collect::<Vec<_>>();
             let mut sum = Weighted::<ImageSample<Prompt>>::new(name.join("+"));
             for t in terms {
-                sum = sum.with(t.weight, named(&t.name)?).map_err(|e| FlowModelError::Config {
+                sum = sum.with(t.weight, named(t)?).map_err(|e| FlowModelError::Config {
                     field: "rewards.weight",
                     value: e.to_string(),
                     expected: "a finite weight".into(),

@@ -431,9 +431,6 @@ fn bad_configs_are_named() {
     let mut no_kl = cps;
     no_kl.loss.kl = None;
     no_kl.validate().unwrap();
-    let e = shapes_reward(&[RewardTerm { name: "clip".into(), weight: 1.0 }])
-        .err()
-        .unwrap()
-        .to_string();
+    let e = shapes_reward(&[RewardTerm::named("clip", 1.0)]).err().unwrap().to_string();
     assert!(e.contains("rewards.name") && e.contains("geneval"), "{e}");
 }
