@@ -110,6 +110,11 @@ pub struct FlowGrpoConfig {
     /// their zero-advantage masks but lose the reward's direction. Logged rewards and strict
     /// accuracies stay the true ones. Default false.
     pub shuffle_rewards: bool,
+    /// The parameters trained: those whose name contains any of these strings (`"attn"`: the
+    /// attention projections, the full-rank analogue of Flow-GRPO's LoRA target; `"ada"`: the
+    /// adaLN modulation). The others stay at the base's values. Default empty: every parameter.
+    /// A string that matches no parameter is refused.
+    pub trainable: Vec<String>,
     /// A JSONL prompt file (`{"prompt": …, "category": …, "split": …}` per line, the shapes
     /// grammar): lines tagged `"split": "held_out"` are the evaluation set, every other line a
     /// training prompt; a file without held-out lines is evaluated on the world's held-out
@@ -184,6 +189,7 @@ impl Default for FlowGrpoConfig {
             diversity_prompts: 8,
             diversity_samples: 4,
             shuffle_rewards: false,
+            trainable: Vec::new(),
             prompts: None,
             eval_images_per_category: 48,
             category_weights: BTreeMap::new(),

@@ -434,3 +434,38 @@ fn bad_configs_are_named() {
     let e = shapes_reward(&[RewardTerm::named("clip", 1.0)]).err().unwrap().to_string();
     assert!(e.contains("rewards.name") && e.contains("geneval"), "{e}");
 }
+
+/// `trainable = ["attn"]`: the attention projections move, every other weight stays the base's
+/// (up to the EMA's rounding); a string that matches no parameter is refused by name.
+#[test]
+fn only_the_trainable_parameters_move() {
+    let base = tempfile::tempdir().unwrap();
+    random_base(base.path());
+    let mut cfg = toy_config(base.path());
+    cfg.trainable = vec!["attn".into()];
+    let out = tempfile::tempdir().unwrap();
+    let r =
+        train_flow_grpo(&cfg, "", &ToyTask::new(), &Brightness, out.path(), &Device::Cpu).unwrap();
+    let load = |p: &Path| candle_core::safetensors::load(p.join("model.safetensors"), &Device::Cpu);
+    let (before, after) = (load(base.path()).unwrap(), load(&r.run.model_dir).unwrap());
+    let (mut moved, mut kept) = (0, 0);
+    for (name, t) in &before {
+        let other = after.get(name).unwrap_or_else(|| panic!("{name} not in {:?}", after.keys()));
+        let d = (t - other).unwrap().abs().unwrap().max_all().unwrap();
+        let d = d.to_scalar::<f32>().unwrap();
+        if name.contains("attn") {
+            assert!(d > 1e-6, "{name} did not move ({d})");
+            moved += 1;
+        } else {
+            assert!(d < 1e-6, "{name} moved by {d}");
+            kept += 1;
+        }
+    }
+    assert!(moved > 0 && kept > moved, "{moved} moved, {kept} kept");
+    let mut bad = toy_config(base.path());
+    bad.trainable = vec!["atn".into()];
+    let err = train_flow_grpo(&bad, "", &ToyTask::new(), &Brightness, out.path(), &Device::Cpu)
+        .err()
+        .expect("an unknown name is refused");
+    assert!(err.to_string().contains("trainable") && err.to_string().contains("\"atn\""), "{err}");
+}

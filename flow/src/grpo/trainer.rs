@@ -47,6 +47,8 @@ struct Models {
     view: Dit,
     reference: Dit,
     opt: Optimizer,
+    /// Every weight of the policy, the trained ones and (with `trainable`) the fixed ones.
+    all: ParamSet,
 }
 
 fn load_models(cfg: &FlowGrpoConfig, device: &Device) -> Result<Models> {
@@ -56,8 +58,27 @@ fn load_models(cfg: &FlowGrpoConfig, device: &Device) -> Result<Models> {
         VarBuilder::from_tensors(detached_view(&varmap), candle_core::DType::F32, device),
     )?;
     let reference = load_dit_frozen(&cfg.base, device)?;
-    let opt = Optimizer::new(cfg.optim, ParamSet::all(&varmap))?;
-    Ok(Models { policy, view, reference, opt })
+    let opt = Optimizer::new(cfg.optim, trained_params(&varmap, &cfg.trainable)?)?;
+    Ok(Models { policy, view, reference, opt, all: ParamSet::all(&varmap) })
+}
+
+/// The parameters of `varmap` the optimizer updates: all when `trainable` is empty, else those
+/// whose name contains one of its strings; a string that matches none is an error naming it.
+fn trained_params(varmap: &candle_nn::VarMap, trainable: &[String]) -> Result<ParamSet> {
+    if trainable.is_empty() {
+        return Ok(ParamSet::all(varmap));
+    }
+    let names: Vec<String> = varmap.data().lock().expect("VarMap mutex").keys().cloned().collect();
+    if let Some(unmatched) =
+        trainable.iter().find(|t| !names.iter().any(|n| n.contains(t.as_str())))
+    {
+        return Err(FlowModelError::Config {
+            field: "trainable",
+            value: format!("{unmatched:?}"),
+            expected: format!("a part of a parameter name, e.g. \"attn\" or \"ada\" (the base has {} parameters such as {:?})", names.len(), names.first()),
+        });
+    }
+    Ok(ParamSet::filtered(varmap, |n| trainable.iter().any(|t| n.contains(t.as_str()))))
 }
 
 fn eval_sampling(cfg: &FlowGrpoConfig) -> EvalSampling {
@@ -276,10 +297,11 @@ pub fn train_flow_grpo<T: ImageTask>(
     let trained = evaluate_policy(&m, task, reward, cfg, None, &grid_after, true)?;
     let last = run.step();
     log_eval(&mut run, last, &trained)?;
-    let weights = match m.opt.ema() {
-        Some(ema) => ema.weights().clone(),
-        None => m.opt.params().snapshot()?,
-    };
+    // Every weight (the fixed ones too, under `trainable`), the trained ones as averaged.
+    let mut weights = m.all.snapshot()?;
+    if let Some(ema) = m.opt.ema() {
+        weights.extend(ema.weights().iter().map(|(k, v)| (k.clone(), v.clone())));
+    }
     if let Some(branch) = &cfg.branch {
         write_tree_grids(&m, task, reward, cfg, branch, &schedule, &run_dir.join("eval/trees"))?;
     }
