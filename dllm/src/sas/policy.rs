@@ -11,7 +11,12 @@
 //! ```
 //!
 //! The linear skip `w` lets a heuristic be written exactly (`w = (1, 0, …)` is the
-//! low-confidence rule); the MLP learns what the heuristics miss. A step that commits `n`
+//! low-confidence rule); the MLP learns what the heuristics miss. With `projection = k > 0`
+//! the MLP also reads `P · log p(· | x_t)_j`, a learned `k`-dimensional projection of the
+//! denoiser's output distribution at the position ([`OrderFeatures::log_probs`], linear in
+//! its final hidden state: SAS's hidden-state feature), so it can use what the denoiser knows
+//! about the position's context and not only how confident it is:
+//! `s_j = (w · f_j + W₂ tanh(W₁ [f_j; P log p_j] + b₁)) / τ`. A step that commits `n`
 //! positions draws them without replacement from `softmax(s)` (Gumbel-top-`n`) and has
 //! log-probability `Σ_{k<n} (s_{σk} − log Σ_{i≥k} exp s_{σi})` (Plackett–Luce, σ the draw's
 //! order); in greedy mode the top-`n` scores are taken and the same formula is reported.
@@ -49,11 +54,23 @@ pub struct SasPolicyConfig {
     /// masked). Default all 0 with a zero MLP output layer: the untrained policy is the
     /// uniform-random order.
     pub init_linear: [f64; FEATURES],
+    /// Width `k` of the learned projection of the denoiser's log-distribution fed to the MLP
+    /// (module docs). Default 0: off, the six scalar features only.
+    pub projection: usize,
+    /// The denoiser's vocabulary size `V` (the projection's input width); set from the model
+    /// by `drift train sas`, and required when `projection > 0`. Default 0.
+    pub vocab_size: usize,
 }
 
 impl Default for SasPolicyConfig {
     fn default() -> Self {
-        Self { hidden: 32, temperature: 1.0, init_linear: [0.0; FEATURES] }
+        Self {
+            hidden: 32,
+            temperature: 1.0,
+            init_linear: [0.0; FEATURES],
+            projection: 0,
+            vocab_size: 0,
+        }
     }
 }
 
@@ -72,6 +89,13 @@ impl SasPolicyConfig {
         if self.init_linear.iter().any(|w| !w.is_finite()) {
             return bad("policy.init_linear", format!("{:?}", self.init_linear), "finite");
         }
+        if self.projection > 0 && self.vocab_size == 0 {
+            return bad(
+                "policy.vocab_size",
+                "0".into(),
+                "the denoiser's vocabulary size when policy.projection > 0",
+            );
+        }
         Ok(())
     }
 }
@@ -82,6 +106,8 @@ pub struct SasOrderPolicy {
     linear: Linear,
     hidden: Linear,
     out: Linear,
+    /// `P: [k, V]`, when `projection > 0`.
+    proj: Option<Linear>,
     varmap: VarMap,
 }
 
@@ -94,11 +120,20 @@ impl SasOrderPolicy {
         let vb = VarBuilder::from_varmap(&varmap, DType::F32, device);
         let zero = candle_nn::Init::Const(0.0);
         let h = cfg.hidden;
+        let inputs = FEATURES + cfg.projection;
         let linear = Linear::new(vb.get_with_hints((1, FEATURES), "linear.weight", zero)?, None);
         let hidden = Linear::new(
-            vb.get_with_hints((h, FEATURES), "hidden.weight", zero)?,
+            vb.get_with_hints((h, inputs), "hidden.weight", zero)?,
             Some(vb.get_with_hints(h, "hidden.bias", zero)?),
         );
+        let proj = if cfg.projection > 0 {
+            Some(Linear::new(
+                vb.get_with_hints((cfg.projection, cfg.vocab_size), "proj.weight", zero)?,
+                None,
+            ))
+        } else {
+            None
+        };
         let out = Linear::new(
             vb.get_with_hints((1, h), "out.weight", zero)?,
             Some(vb.get_with_hints(1, "out.bias", zero)?),
@@ -106,13 +141,18 @@ impl SasOrderPolicy {
         let mut varmap = varmap;
         let w = Tensor::new(&cfg.init_linear.map(|x| x as f32), device)?.unsqueeze(0)?;
         varmap.set_one("linear.weight", w)?;
-        let w1 = drift_core::rng::RngKey::new(seed).stream("sas/init").normal(
-            (h, FEATURES),
-            DType::F32,
-            device,
-        )?;
-        varmap.set_one("hidden.weight", (w1 * (1.0 / FEATURES as f64).sqrt())?)?;
-        Ok(Self { cfg, linear, hidden, out, varmap })
+        let key = drift_core::rng::RngKey::new(seed);
+        let w1 = key.stream("sas/init").normal((h, inputs), DType::F32, device)?;
+        varmap.set_one("hidden.weight", (w1 * (1.0 / inputs as f64).sqrt())?)?;
+        if cfg.projection > 0 {
+            let p = key.stream("sas/proj").normal(
+                (cfg.projection, cfg.vocab_size),
+                DType::F32,
+                device,
+            )?;
+            varmap.set_one("proj.weight", (p * (1.0 / cfg.vocab_size as f64).sqrt())?)?;
+        }
+        Ok(Self { cfg, linear, hidden, out, proj, varmap })
     }
 
     /// The policy in greedy mode: the top-`n` scores, no noise (evaluation).
@@ -130,17 +170,33 @@ impl SasOrderPolicy {
         &self.cfg
     }
 
-    /// The raw scores `[B, L]` of stacked features `x[B, L, 6]` (module formula, before the
-    /// eligibility mask).
-    pub fn raw_scores(&self, x: &Tensor) -> Result<Tensor> {
+    /// The raw scores `[B, L]` of stacked features `x[B, L, 6]` and, with a projection, the
+    /// log-distributions `log_probs[B, L, V]` (module formula, before the eligibility mask).
+    pub fn raw_scores(&self, x: &Tensor, log_probs: Option<&Tensor>) -> Result<Tensor> {
         let skip = self.linear.forward(x)?;
-        let mlp = self.out.forward(&self.hidden.forward(x)?.tanh()?)?;
+        let input = match (&self.proj, log_probs) {
+            (Some(p), Some(lp)) => Tensor::cat(&[x, &p.forward(lp)?], D::Minus1)?,
+            (None, _) => x.clone(),
+            (Some(_), None) => {
+                return Err(DllmError::Config {
+                    key: "policy.projection",
+                    value: self.cfg.projection.to_string(),
+                    expected: "the denoiser's log-probabilities with the features".into(),
+                })
+            }
+        };
+        let mlp = self.out.forward(&self.hidden.forward(&input)?.tanh()?)?;
         Ok(((skip + mlp)? / self.cfg.temperature)?.squeeze(D::Minus1)?)
     }
 
     /// The masked scores `[B, L]` (`−∞` where `eligible` is 0).
-    pub fn scores(&self, x: &Tensor, eligible: &Tensor) -> Result<Tensor> {
-        Ok(mask_ineligible(&self.raw_scores(x)?, eligible)?)
+    pub fn scores(
+        &self,
+        x: &Tensor,
+        log_probs: Option<&Tensor>,
+        eligible: &Tensor,
+    ) -> Result<Tensor> {
+        Ok(mask_ineligible(&self.raw_scores(x, log_probs)?, eligible)?)
     }
 
     /// Saves the weights and the shape into `dir` ([`POLICY_WEIGHTS`], [`POLICY_CONFIG`]).
@@ -186,6 +242,8 @@ pub fn stack_features(f: &OrderFeatures) -> Result<Tensor> {
 pub struct OrderStep {
     /// Stacked features `[B, L, 6]`.
     pub features: Tensor,
+    /// The denoiser's log-distributions `[B, L, V]`, kept only when the policy projects them.
+    pub log_probs: Option<Tensor>,
     /// Eligible positions `[B, L]` u8.
     pub eligible: Tensor,
     /// The perturbed scores whose descending order is the draw's order `[B, L]`.
@@ -205,12 +263,14 @@ impl SasOrderPolicy {
     fn decide(&self, input: &OrderInput<'_>, greedy: bool) -> Result<(OrderDecision, OrderStep)> {
         let x = stack_features(input.features)?;
         let eligible = input.features.eligible()?;
-        let s = self.scores(&x, &eligible)?.detach();
+        let log_probs = self.proj.as_ref().map(|_| input.features.log_probs.detach());
+        let s = self.scores(&x, log_probs.as_ref(), &eligible)?.detach();
         let perturbed = if greedy { s.clone() } else { gumbel_perturb(&s, input.uniforms, 1.0)? };
         let commit = (top_n_mask(&perturbed, input.count)? * &eligible)?;
         let log_prob = plackett_luce_log_prob(&s, &perturbed, input.count)?;
         let decision = OrderDecision { commit, log_prob: log_prob.to_dtype(DType::F32)? };
-        let step = OrderStep { features: x, eligible, perturbed, count: input.count.clone() };
+        let step =
+            OrderStep { features: x, log_probs, eligible, perturbed, count: input.count.clone() };
         Ok((decision, step))
     }
 
@@ -220,7 +280,7 @@ impl SasOrderPolicy {
         let per_step = steps
             .iter()
             .map(|st| {
-                let s = self.scores(&st.features, &st.eligible)?;
+                let s = self.scores(&st.features, st.log_probs.as_ref(), &st.eligible)?;
                 Ok(plackett_luce_log_prob(&s, &st.perturbed, &st.count)?)
             })
             .collect::<Result<Vec<_>>>()?;

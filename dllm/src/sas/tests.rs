@@ -32,10 +32,25 @@ fn prompts() -> Vec<Vec<u32>> {
 
 #[test]
 fn a_rollouts_order_log_prob_is_the_sum_of_its_steps_recomputed_from_scratch() {
+    replay_equals_rollout(0);
+}
+
+/// The same with the MLP also reading a 4-wide projection of the denoiser's log-distribution.
+#[test]
+fn with_the_output_projection_the_replay_still_equals_the_rollout() {
+    replay_equals_rollout(4);
+}
+
+fn replay_equals_rollout(projection: usize) {
     let m = model();
-    let policy_cfg =
-        SasPolicyConfig { init_linear: [2.0, -1.0, 0.5, -0.3, 0.0, 0.0], ..Default::default() };
+    let policy_cfg = SasPolicyConfig {
+        init_linear: [2.0, -1.0, 0.5, -0.3, 0.0, 0.0],
+        projection,
+        vocab_size: if projection > 0 { m.config().logit_width() } else { 0 },
+        ..Default::default()
+    };
     let policy = SasOrderPolicy::new(policy_cfg, 3, &Device::Cpu).unwrap();
+    assert_eq!(policy.varmap().all_vars().len(), 5 + usize::from(projection > 0));
     // A non-zero MLP too, so the hidden path is checked.
     let mut vm = policy.varmap().clone();
     vm.set_one("out.weight", Tensor::full(0.3f32, (1, 32), &Device::Cpu).unwrap()).unwrap();
@@ -67,7 +82,11 @@ fn a_rollouts_order_log_prob_is_the_sum_of_its_steps_recomputed_from_scratch() {
     }
     // And from scratch by hand at step 0: Plackett–Luce over the recorded draw, in f64.
     let st = &steps[0];
-    let s = policy.scores(&st.features, &st.eligible).unwrap().to_vec2::<f32>().unwrap();
+    let s = policy
+        .scores(&st.features, st.log_probs.as_ref(), &st.eligible)
+        .unwrap()
+        .to_vec2::<f32>()
+        .unwrap();
     let pert = st.perturbed.to_vec2::<f32>().unwrap();
     let count = st.count.to_vec1::<u32>().unwrap();
     for r in 0..s.len() {
@@ -103,6 +122,7 @@ fn features(l: usize, eligible: usize) -> OrderFeatures {
         rel_position: row(ramp.clone()),
         in_block: row(vec![1.0; l]),
         masked: row(masked),
+        log_probs: Tensor::zeros((1, l, 5), DType::F32, &dev).unwrap(),
     }
 }
 
@@ -174,8 +194,8 @@ fn a_saved_policy_loads_with_equal_scores_and_bad_settings_are_named() {
     let back = SasOrderPolicy::load(dir.path(), &dev).unwrap();
     let f = features(6, 5);
     let x = super::policy::stack_features(&f).unwrap();
-    let a = policy.raw_scores(&x).unwrap().to_vec2::<f32>().unwrap();
-    let b = back.raw_scores(&x).unwrap().to_vec2::<f32>().unwrap();
+    let a = policy.raw_scores(&x, None).unwrap().to_vec2::<f32>().unwrap();
+    let b = back.raw_scores(&x, None).unwrap().to_vec2::<f32>().unwrap();
     assert_eq!(a, b);
     assert_eq!(back.config(), &cfg);
     let bad = SasPolicyConfig { temperature: 0.0, ..cfg };

@@ -87,7 +87,11 @@ pub fn train_sas(
         expected: "a model folder with its tokenizer".into(),
     })?;
     let task = SudokuTextTask::new(&cfg.sudoku, tokenizer)?;
-    let policy = SasOrderPolicy::new(cfg.policy, cfg.run.seed, device)?;
+    let mut policy_cfg = cfg.policy;
+    if policy_cfg.projection > 0 && policy_cfg.vocab_size == 0 {
+        policy_cfg.vocab_size = model.config().logit_width();
+    }
+    let policy = SasOrderPolicy::new(policy_cfg, cfg.run.seed, device)?;
     let mut opt = Optimizer::new(cfg.optim, ParamSet::all(policy.varmap()))?;
     let (mut run, resumed) =
         Run::open(run_dir, cfg.run, config_text, "sas", "iteration", &mut opt)?;

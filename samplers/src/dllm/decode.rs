@@ -510,6 +510,7 @@ impl<'m, M: MaskPredictor + ?Sized> Decoder<'m, M> {
                 .broadcast_as((b, l))?
                 .contiguous()?,
             masked: open.to_dtype(DType::F32)?,
+            log_probs: drift_core::ops::log_softmax_last_dim(&comp.to_dtype(DType::F32)?)?,
         })
     }
 

@@ -22,6 +22,11 @@ pub struct OrderFeatures {
     pub in_block: Tensor,
     /// 1 where the position is still masked (and its row not frozen), else 0.
     pub masked: Tensor,
+    /// The denoiser's log-distribution `log p(· | x_t)` at every completion position,
+    /// `[B, L, V]` f32. The LM head is linear in the final hidden state, so a learned
+    /// projection of it reads what the hidden state says about the position in its context
+    /// (SAS's optional hidden-state feature); the scalar features above are summaries of it.
+    pub log_probs: Tensor,
 }
 
 impl OrderFeatures {
