@@ -57,8 +57,9 @@ pub struct SasPolicyConfig {
     /// Width `k` of the learned projection of the denoiser's log-distribution fed to the MLP
     /// (module docs). Default 0: off, the six scalar features only.
     pub projection: usize,
-    /// The denoiser's vocabulary size `V` (the projection's input width); set from the model
-    /// by `drift train sas`, and required when `projection > 0`. Default 0.
+    /// The denoiser's vocabulary size `V` (the projection's input width); required by
+    /// [`SasOrderPolicy::new`] when `projection > 0`. Default 0, which `drift train sas` fills
+    /// in from the model.
     pub vocab_size: usize,
 }
 
@@ -89,13 +90,6 @@ impl SasPolicyConfig {
         if self.init_linear.iter().any(|w| !w.is_finite()) {
             return bad("policy.init_linear", format!("{:?}", self.init_linear), "finite");
         }
-        if self.projection > 0 && self.vocab_size == 0 {
-            return bad(
-                "policy.vocab_size",
-                "0".into(),
-                "the denoiser's vocabulary size when policy.projection > 0",
-            );
-        }
         Ok(())
     }
 }
@@ -116,6 +110,13 @@ impl SasOrderPolicy {
     /// by `seed`), the output layer zero, so its scores are exactly the skip's.
     pub fn new(cfg: SasPolicyConfig, seed: u64, device: &Device) -> Result<Self> {
         cfg.validate()?;
+        if cfg.projection > 0 && cfg.vocab_size == 0 {
+            return Err(DllmError::Config {
+                key: "policy.vocab_size",
+                value: "0".into(),
+                expected: "the denoiser's vocabulary size when policy.projection > 0".into(),
+            });
+        }
         let varmap = VarMap::new();
         let vb = VarBuilder::from_varmap(&varmap, DType::F32, device);
         let zero = candle_nn::Init::Const(0.0);
