@@ -465,7 +465,6 @@ fn only_the_trainable_parameters_move() {
     let mut bad = toy_config(base.path());
     bad.trainable = vec!["atn".into()];
     let err = train_flow_grpo(&bad, "", &ToyTask::new(), &Brightness, out.path(), &Device::Cpu)
-        .err()
-        .expect("an unknown name is refused");
+        .expect_err("an unknown name is refused");
     assert!(err.to_string().contains("trainable") && err.to_string().contains("\"atn\""), "{err}");
 }
