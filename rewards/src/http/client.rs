@@ -132,10 +132,15 @@ pub fn post_json(url: &HttpUrl, body: &[u8], timeout: Duration) -> Result<Vec<u8
 }
 
 /// The length of a complete response at the start of `raw` when its head says how long the
-/// body is (`Content-Length`), so the client need not wait for the server to close.
+/// body is (`Content-Length`) or its chunked body has ended, so the client need not wait for a
+/// keep-alive server to close.
 fn complete_response(raw: &[u8]) -> Option<usize> {
     let end = find(raw, b"\r\n\r\n")? + 4;
     let head = std::str::from_utf8(&raw[..end]).ok()?;
+    if header(head, "transfer-encoding").is_some_and(|v| v.eq_ignore_ascii_case("chunked")) {
+        let body = &raw[end..];
+        return (body.ends_with(b"0\r\n\r\n") && dechunk(body).is_some()).then_some(raw.len());
+    }
     let len = header(head, "content-length")?.parse::<usize>().ok()?;
     (raw.len() >= end + len).then_some(end + len)
 }
@@ -231,6 +236,8 @@ mod tests {
         assert_eq!(complete_response(by_len), Some(by_len.len() - 2));
         let chunked = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nhi\r\n3\r\n th\r\n0\r\n\r\n";
         assert_eq!(parse_response(chunked).unwrap(), b"hi th");
+        assert_eq!(complete_response(chunked), Some(chunked.len()));
+        assert_eq!(complete_response(&chunked[..chunked.len() - 7]), None);
         let closed = b"HTTP/1.0 200 OK\r\nServer: x\r\n\r\n{\"a\":1}";
         assert_eq!(parse_response(closed).unwrap(), b"{\"a\":1}");
         match parse_response(b"HTTP/1.1 500 Oops\r\nContent-Length: 4\r\n\r\nboom") {
