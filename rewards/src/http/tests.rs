@@ -90,7 +90,7 @@ fn a_batch_round_trips_through_the_reference_server() {
     assert!((one.score - brightness(&batch[3]).0).abs() < 1e-12);
 }
 
-/// What a stub server does with each connection, in turn.
+/// What a scripted test server does with each connection, in turn.
 #[derive(Clone)]
 enum Act {
     Hang,
@@ -100,7 +100,7 @@ enum Act {
 
 /// A loopback server acting out `acts` (the last one repeats); returns its URL and a counter
 /// of the requests it received.
-fn stub(acts: Vec<Act>) -> (String, Arc<AtomicUsize>) {
+fn scripted_server(acts: Vec<Act>) -> (String, Arc<AtomicUsize>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}/score", listener.local_addr().unwrap());
     let count = Arc::new(AtomicUsize::new(0));
@@ -133,7 +133,7 @@ fn stub(acts: Vec<Act>) -> (String, Arc<AtomicUsize>) {
 
 #[test]
 fn a_hanging_server_becomes_timed_out_failures_after_its_retries() {
-    let (url, count) = stub(vec![Act::Hang]);
+    let (url, count) = scripted_server(vec![Act::Hang]);
     let t0 = std::time::Instant::now();
     let out = reward(&url, 0.3, 1).evaluate_batch(&images(3));
     assert!(t0.elapsed() < Duration::from_secs(10), "the call must not wait for the server");
@@ -151,7 +151,8 @@ fn a_hanging_server_becomes_timed_out_failures_after_its_retries() {
 fn dead_failing_and_garbage_answers_are_recorded_and_5xx_is_retried() {
     // Closed without an answer, then a 503, then a good answer: retried to success.
     let good = r#"{"scores": [0.25, 0.5], "components": {"c": [1, 2]}}"#;
-    let (url, count) = stub(vec![Act::Close, Act::Reply(503, "busy"), Act::Reply(200, good)]);
+    let (url, count) =
+        scripted_server(vec![Act::Close, Act::Reply(503, "busy"), Act::Reply(200, good)]);
     let out = reward(&url, 5.0, 2).evaluate_batch(&images(2));
     assert_eq!(out.iter().map(|o| o.score).collect::<Vec<_>>(), vec![0.25, 0.5]);
     assert_eq!(out[1].details.components[0].score, 2.0);
@@ -169,7 +170,7 @@ fn dead_failing_and_garbage_answers_are_recorded_and_5xx_is_retried() {
         ),
     ];
     for (what, act, expected) in cases {
-        let (url, count) = stub(vec![act]);
+        let (url, count) = scripted_server(vec![act]);
         let out = reward(&url, 5.0, 0).evaluate_batch(&images(2));
         for o in &out {
             let f = o.failure.as_ref().unwrap_or_else(|| panic!("{what}: no failure"));
@@ -180,8 +181,10 @@ fn dead_failing_and_garbage_answers_are_recorded_and_5xx_is_retried() {
     }
 
     // A null score fails its image alone, with the server's reason.
-    let (url, _) =
-        stub(vec![Act::Reply(200, r#"{"scores": [0.5, null], "errors": [null, "blurry"]}"#)]);
+    let (url, _) = scripted_server(vec![Act::Reply(
+        200,
+        r#"{"scores": [0.5, null], "errors": [null, "blurry"]}"#,
+    )]);
     let out = reward(&url, 5.0, 0).evaluate_batch(&images(2));
     assert!(out[0].is_ok() && out[0].score == 0.5);
     assert!(out[1].failure.as_ref().unwrap().message.contains("blurry"));
