@@ -33,6 +33,29 @@ impl ParamSet {
         Self { entries }
     }
 
+    /// The variables of `varmap` whose name contains one of `patterns` (all of them when
+    /// `patterns` is empty): the `trainable = ["attn"]` option of the trainers, the full-rank
+    /// analogue of training a LoRA on the attention projections (Flow-GRPO, arXiv 2505.05470).
+    /// A pattern that matches no name is a [`CoreError::Config`] naming it, so a typo cannot
+    /// silently freeze the whole model.
+    pub fn matching(varmap: &VarMap, patterns: &[String]) -> Result<Self> {
+        if patterns.is_empty() {
+            return Ok(Self::all(varmap));
+        }
+        let names: Vec<String> =
+            varmap.data().lock().expect("VarMap mutex poisoned").keys().cloned().collect();
+        if let Some(unmatched) =
+            patterns.iter().find(|p| !names.iter().any(|n| n.contains(p.as_str())))
+        {
+            return Err(CoreError::Config {
+                field: "trainable",
+                value: format!("{unmatched:?}"),
+                expected: "a part of a parameter name, e.g. \"attn\"",
+            });
+        }
+        Ok(Self::filtered(varmap, |n| patterns.iter().any(|p| n.contains(p.as_str()))))
+    }
+
     /// From explicit `(name, var)` pairs. Errors on a duplicate name.
     pub fn from_vars(vars: impl IntoIterator<Item = (String, Var)>) -> Result<Self> {
         let mut map = BTreeMap::new();

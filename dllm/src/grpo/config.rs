@@ -164,6 +164,11 @@ pub struct DllmGrpoConfig {
     /// masks but lose the reward's direction. Logged rewards and pass rates stay the true
     /// ones. Default false.
     pub shuffle_rewards: bool,
+    /// Train only the parameters whose name contains one of these strings (e.g. `["attn"]`:
+    /// the attention projections, the full-rank analogue of a LoRA on them). The others stay
+    /// at the base's values and are saved with the trained model. Default empty: every
+    /// parameter. A string that matches no parameter is refused.
+    pub trainable: Vec<String>,
     /// Your own code problems instead of the code world: a JSONL file with one
     /// `{"prompt": …, "tests": [...]}` per line (optional `"split": "held_out"` for the
     /// evaluation set; a file without it is trained on and evaluated whole), scored by the same
@@ -222,6 +227,7 @@ impl Default for DllmGrpoConfig {
             },
             eval_items: 128,
             shuffle_rewards: false,
+            trainable: Vec::new(),
             data: None,
             sandbox: SandboxConfig::default(),
             world: TextWorld::Code,

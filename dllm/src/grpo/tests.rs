@@ -287,6 +287,38 @@ fn every_recipe_beats_its_shuffled_reward_null_with_stop_tokens() {
     }
 }
 
+/// `trainable = ["q_proj"]`: the query projections move, every other weight is saved as the
+/// base's; a string that names no parameter is refused before any work, naming itself.
+#[test]
+fn only_the_trainable_parameters_move() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().join("base");
+    random_base(&base);
+    let mut cfg = toy_config(&base, Recipe::CoupledGrpo);
+    cfg.trainable = vec!["q_proj".into()];
+    let run = dir.path().join("run");
+    train_dllm_grpo(&cfg, "", &toy(), &run, &Device::Cpu).unwrap();
+    let load = |d: &Path| DiffusionLm::from_dir(d, &LoadOptions::default()).unwrap();
+    let (before, after) = (load(&base), load(&run.join("model")));
+    let mut moved = Vec::new();
+    for ((name, a), (name_b, b)) in before.weights().iter().zip(after.weights()) {
+        assert_eq!(name, name_b);
+        let diff = (a - b).unwrap().abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
+        if name.contains("q_proj") {
+            moved.push((name.clone(), diff));
+        } else {
+            assert_eq!(diff, 0.0, "{name} is not trainable but moved");
+        }
+    }
+    assert!(!moved.is_empty() && moved.iter().all(|(_, d)| *d > 0.0), "{moved:?}");
+
+    cfg.trainable = vec!["q_prj".into()];
+    let err = train_dllm_grpo(&cfg, "", &toy(), &dir.path().join("bad"), &Device::Cpu)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("trainable") && err.contains("\"q_prj\""), "{err}");
+}
+
 #[test]
 fn bad_configs_are_named() {
     let base = DllmGrpoConfig::default();

@@ -67,7 +67,7 @@ fn load_models(cfg: &DllmGrpoConfig, device: &Device) -> Result<Models> {
         value: cfg.base.display().to_string(),
         expected: "trainable weights".into(),
     })?;
-    let opt = Optimizer::new(cfg.optim, ParamSet::all(varmap))?;
+    let opt = Optimizer::new(cfg.optim, ParamSet::matching(varmap, &cfg.trainable)?)?;
     Ok(Models { policy, view, reference, opt })
 }
 

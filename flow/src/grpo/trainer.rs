@@ -58,27 +58,8 @@ fn load_models(cfg: &FlowGrpoConfig, device: &Device) -> Result<Models> {
         VarBuilder::from_tensors(detached_view(&varmap), candle_core::DType::F32, device),
     )?;
     let reference = load_dit_frozen(&cfg.base, device)?;
-    let opt = Optimizer::new(cfg.optim, trained_params(&varmap, &cfg.trainable)?)?;
+    let opt = Optimizer::new(cfg.optim, ParamSet::matching(&varmap, &cfg.trainable)?)?;
     Ok(Models { policy, view, reference, opt, all: ParamSet::all(&varmap) })
-}
-
-/// The parameters of `varmap` the optimizer updates: all when `trainable` is empty, else those
-/// whose name contains one of its strings; a string that matches none is an error naming it.
-fn trained_params(varmap: &candle_nn::VarMap, trainable: &[String]) -> Result<ParamSet> {
-    if trainable.is_empty() {
-        return Ok(ParamSet::all(varmap));
-    }
-    let names: Vec<String> = varmap.data().lock().expect("VarMap mutex").keys().cloned().collect();
-    if let Some(unmatched) =
-        trainable.iter().find(|t| !names.iter().any(|n| n.contains(t.as_str())))
-    {
-        return Err(FlowModelError::Config {
-            field: "trainable",
-            value: format!("{unmatched:?}"),
-            expected: format!("a part of a parameter name, e.g. \"attn\" or \"ada\" (the base has {} parameters such as {:?})", names.len(), names.first()),
-        });
-    }
-    Ok(ParamSet::filtered(varmap, |n| trainable.iter().any(|t| n.contains(t.as_str()))))
 }
 
 fn eval_sampling(cfg: &FlowGrpoConfig) -> EvalSampling {
