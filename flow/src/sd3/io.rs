@@ -1,0 +1,80 @@
+//! Reading a diffusers SD3 / SD3.5 `transformer/` folder: `config.json` and
+//! `diffusion_pytorch_model.safetensors` (or its sharded `.index.json` form).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use candle_core::{DType, Device, Tensor};
+
+use super::config::Sd3Config;
+use crate::error::{FlowModelError, Result};
+
+fn file_err(path: &Path, reason: impl ToString) -> FlowModelError {
+    FlowModelError::File { path: path.to_path_buf(), reason: reason.to_string() }
+}
+
+/// The transformer folder of `dir`: `dir` itself when it holds `config.json`, else
+/// `dir/transformer` (a whole pipeline folder with `model_index.json`).
+pub fn transformer_dir(dir: &Path) -> Result<PathBuf> {
+    if dir.join("config.json").is_file() {
+        return Ok(dir.to_path_buf());
+    }
+    let sub = dir.join("transformer");
+    if sub.join("config.json").is_file() {
+        return Ok(sub);
+    }
+    Err(file_err(dir, "no config.json here or in transformer/ (expected a diffusers SD3 folder)"))
+}
+
+/// Reads and validates `config.json` of a transformer folder.
+pub fn read_sd3_config(dir: &Path) -> Result<Sd3Config> {
+    let path = transformer_dir(dir)?.join("config.json");
+    let text = std::fs::read_to_string(&path).map_err(|e| file_err(&path, e))?;
+    let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| file_err(&path, e))?;
+    if let Some(class) = value.get("_class_name").and_then(|v| v.as_str()) {
+        if class != "SD3Transformer2DModel" {
+            return Err(file_err(
+                &path,
+                format!("_class_name is {class:?}, expected \"SD3Transformer2DModel\""),
+            ));
+        }
+    }
+    let cfg: Sd3Config = serde_json::from_value(value).map_err(|e| file_err(&path, e))?;
+    cfg.validate().map_err(|e| file_err(&path, e))?;
+    Ok(cfg)
+}
+
+/// Every tensor of the folder's weights, converted to `dtype`: the single
+/// `diffusion_pytorch_model.safetensors`, or every shard its `.index.json` names.
+pub fn read_sd3_weights(
+    dir: &Path,
+    dtype: DType,
+    device: &Device,
+) -> Result<HashMap<String, Tensor>> {
+    let dir = transformer_dir(dir)?;
+    let single = dir.join("diffusion_pytorch_model.safetensors");
+    let files: Vec<PathBuf> = if single.is_file() {
+        vec![single]
+    } else {
+        let index = dir.join("diffusion_pytorch_model.safetensors.index.json");
+        let text = std::fs::read_to_string(&index).map_err(|e| file_err(&index, e))?;
+        let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| file_err(&index, e))?;
+        let map = v
+            .get("weight_map")
+            .and_then(|m| m.as_object())
+            .ok_or_else(|| file_err(&index, "no `weight_map` object"))?;
+        let mut shards: Vec<PathBuf> =
+            map.values().filter_map(|f| f.as_str()).map(|f| dir.join(f)).collect();
+        shards.sort();
+        shards.dedup();
+        shards
+    };
+    let mut out = HashMap::new();
+    for f in files {
+        let tensors = candle_core::safetensors::load(&f, device).map_err(|e| file_err(&f, e))?;
+        for (name, t) in tensors {
+            out.insert(name, t.to_dtype(dtype)?);
+        }
+    }
+    Ok(out)
+}

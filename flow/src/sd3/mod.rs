@@ -1,0 +1,18 @@
+//! Stable Diffusion 3 / 3.5: the MMDiT transformer with LoRA adapters, loaded from a diffusers
+//! folder, and the SD3 VAE decoder.
+
+mod attention;
+mod block;
+mod config;
+mod embed;
+mod io;
+mod lora;
+mod model;
+
+pub use config::Sd3Config;
+pub use embed::{sincos_2d, unpatchify};
+pub use io::{read_sd3_config, read_sd3_weights, transformer_dir};
+pub use lora::{LoraConfig, Proj, ProjLoader};
+pub use model::Sd3Transformer;
+#[cfg(test)]
+mod tests;
