@@ -8,11 +8,14 @@ mod embed;
 mod io;
 mod lora;
 mod model;
+mod vae;
+mod vae_decoder;
 
 pub use config::Sd3Config;
 pub use embed::{sincos_2d, unpatchify};
 pub use io::{read_sd3_config, read_sd3_weights, transformer_dir};
 pub use lora::{LoraConfig, Proj, ProjLoader};
 pub use model::Sd3Transformer;
+pub use vae::{Sd3Vae, VaeConfig};
 #[cfg(test)]
 mod tests;

@@ -113,3 +113,13 @@ fn gradients_match_torch_autograd() {
         }
     }
 }
+
+#[test]
+fn vae_decode_matches_diffusers() {
+    let c = case("sd3-vae-tiny");
+    let vae = Sd3Vae::from_dir(&fixture("sd3-vae-tiny"), DType::F32, &Device::Cpu).unwrap();
+    let image = vae.decode(&c["latents"]).unwrap();
+    assert_eq!(image.dims(), c["image"].dims());
+    let err = rel_err(&image, &c["image"]);
+    assert!(err < 1e-4, "relative error {err}");
+}
