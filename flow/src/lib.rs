@@ -5,6 +5,7 @@ pub mod branch;
 pub mod error;
 pub mod grpo;
 pub mod model;
+pub mod policy;
 pub mod sd3;
 
 pub use error::{FlowModelError, Result};

@@ -17,7 +17,7 @@ use crate::grpo::rollout::{initial_noise, rollout_key};
 use crate::grpo::task::{image_samples, tensor_to_images, ImageReward, ImageTask};
 use crate::grpo::update::trained_transitions;
 use crate::grpo::FlowGrpoConfig;
-use crate::model::Dit;
+use crate::policy::FlowPolicy;
 
 /// A scored forest: `P·R` trees whose `B = P·G` leaves are the batch's images, leaf `b`
 /// belonging to prompt `b / G` (trees are prompt-major, leaves tree-major).
@@ -64,8 +64,8 @@ impl<P> TreeBatch<P> {
 /// within its `(prompt, depth)` group and prunes the backward set. Tree `j` of prompt `k`
 /// draws its noise under global row `k·R + j`, so with `b = 1` and `R = G` the leaves are
 /// exactly Flow-GRPO's samples of the same iteration.
-pub fn sample_tree_batch<T: ImageTask>(
-    model: &Dit,
+pub fn sample_tree_batch<M: FlowPolicy, T: ImageTask>(
+    model: &M,
     task: &T,
     reward: &ImageReward<T::Prompt>,
     cfg: &FlowGrpoConfig,
@@ -82,15 +82,14 @@ pub fn sample_tree_batch<T: ImageTask>(
         group_prompts.iter().flat_map(|q| std::iter::repeat_n(q.clone(), r)).collect();
     let cond = task.encode(&roots, &dev)?;
     let key = rollout_key(cfg.run.seed, step);
-    let mc = model.config();
     let rows: Vec<u64> = (0..roots.len() as u64).collect();
-    let x = initial_noise(key, &rows, (mc.channels, mc.image_size, mc.image_size), &dev)?;
-    let null = model.null_prompt(roots.len())?;
+    let x = initial_noise(key, &rows, model.latent_shape(), &dev)?;
+    let null = model.null_cond(roots.len())?;
     let guide = Guidance { uncond: &null, scale: cfg.guidance };
     let guidance = (cfg.guidance != 1.0).then_some(&guide);
     let tree =
         rollout_tree(model, &x, &cond, schedule, &cfg.rollout, &branch.tree, guidance, key, &rows)?;
-    let images = tensor_to_images(tree.leaves())?;
+    let images = tensor_to_images(&model.decode(tree.leaves())?)?;
     let prompts: Vec<T::Prompt> =
         group_prompts.iter().flat_map(|q| std::iter::repeat_n(q.clone(), g)).collect();
     let reward_start = Instant::now();

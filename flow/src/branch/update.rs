@@ -15,7 +15,7 @@ use crate::error::Result;
 use crate::grpo::config::KlStd;
 use crate::grpo::update::{UpdateCost, UpdateReport};
 use crate::grpo::FlowGrpoConfig;
-use crate::model::Dit;
+use crate::policy::FlowPolicy;
 
 fn index(rows: impl Iterator<Item = usize>, dev: &Device) -> Result<Tensor> {
     let v: Vec<u32> = rows.map(|r| r as u32).collect();
@@ -25,9 +25,9 @@ fn index(rows: impl Iterator<Item = usize>, dev: &Device) -> Result<Tensor> {
 
 /// The policy loss of edges `chunk` of `batch` (one micro-batch), and the model calls it made.
 /// Edges of one step are scored in one model call per model.
-fn micro_batch(
-    policy: &Dit,
-    reference: &Dit,
+fn micro_batch<M: FlowPolicy>(
+    policy: &M,
+    reference: &M,
     batch: &TreeBatch<impl Sized>,
     chunk: &[usize],
     cfg: &FlowGrpoConfig,
@@ -49,11 +49,11 @@ fn micro_batch(
         let x = tree.latents[i].index_select(&parent_idx, 0)?;
         let next = tree.latents[i + 1].index_select(&child_idx, 0)?;
         let cond = batch.cond.index_select(&root_idx, 0)?;
-        let null = policy.null_prompt(children.len())?;
+        let null = policy.null_cond(children.len())?;
         let guide = Guidance { uncond: &null, scale: cfg.guidance };
         let guidance = (cfg.guidance != 1.0).then_some(&guide);
         let (kind, reduce) = (cfg.rollout.step, cfg.rollout.log_prob);
-        let score = |model: &Dit| {
+        let score = |model: &M| {
             transition_log_prob(model, &x, &next, i, schedule, kind, &cond, guidance, reduce)
         };
         let t = score(policy)?;
@@ -99,9 +99,9 @@ fn micro_batch(
 /// `micro_batch × (trained steps)` edges (the actions of `micro_batch` Flow-GRPO samples),
 /// each weighted by its share of the edges, then one optimizer step. Edges with a zero
 /// advantage (when masked) are skipped before any forward pass.
-pub fn update_edges(
-    policy: &Dit,
-    reference: &Dit,
+pub fn update_edges<M: FlowPolicy>(
+    policy: &M,
+    reference: &M,
     batch: &TreeBatch<impl Sized>,
     edges: &[usize],
     cfg: &FlowGrpoConfig,

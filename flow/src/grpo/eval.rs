@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use super::task::{image_samples, tensor_to_images, ImageReward, ImageTask};
 use crate::error::{FlowModelError, Result};
-use crate::model::Dit;
+use crate::policy::FlowPolicy;
 
 /// One category's row of an evaluation (GenEval's per-task table).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -71,8 +71,8 @@ pub struct EvalSampling {
 }
 
 /// ODE samples of `prompts`, noise row `first_row + i` for prompt `i` under `seed`.
-pub fn sample_prompts<T: ImageTask>(
-    model: &Dit,
+pub fn sample_prompts<M: FlowPolicy, T: ImageTask>(
+    model: &M,
     task: &T,
     prompts: &[T::Prompt],
     s: &EvalSampling,
@@ -80,20 +80,20 @@ pub fn sample_prompts<T: ImageTask>(
 ) -> Result<Vec<Image>> {
     let dev = model.device().clone();
     let schedule = Schedule::new(&ScheduleConfig { steps: s.steps, ..ScheduleConfig::default() })?;
-    let mc = *model.config();
+    let (c, h, w) = model.latent_shape();
     let mut images = Vec::with_capacity(prompts.len());
     for chunk in prompts.chunks(s.batch.max(1)) {
         let b = chunk.len();
         let rows: Vec<u64> = (0..b as u64).map(|i| first_row + (images.len() as u64) + i).collect();
-        let elems = mc.channels * mc.image_size * mc.image_size;
+        let elems = c * h * w;
         let x =
             RngKey::new(s.seed).stream("eval_noise").normal_rows(&rows, elems, DType::F32, &dev)?;
-        let x = x.reshape((b, mc.channels, mc.image_size, mc.image_size))?;
+        let x = x.reshape((b, c, h, w))?;
         let cond = task.encode(chunk, &dev)?;
-        let null = model.null_prompt(b)?;
+        let null = model.null_cond(b)?;
         let g = Guidance { uncond: &null, scale: s.guidance };
         let out = sample_ode(model, &x, &cond, &schedule, (s.guidance != 1.0).then_some(&g))?;
-        images.extend(tensor_to_images(&out)?);
+        images.extend(tensor_to_images(&model.decode(&out)?)?);
     }
     Ok(images)
 }
@@ -111,8 +111,8 @@ pub fn rms_distance(a: &Image, b: &Image) -> f64 {
 
 /// Mean pairwise RMS pixel distance between `k` samples (different noise) of each of
 /// `prompts`: 0 when the model has collapsed to one image per prompt.
-pub fn diversity<T: ImageTask>(
-    model: &Dit,
+pub fn diversity<M: FlowPolicy, T: ImageTask>(
+    model: &M,
     task: &T,
     prompts: &[T::Prompt],
     k: usize,
@@ -180,8 +180,8 @@ pub fn category_scores(
 
 /// Evaluates `model` on `prompts`: reward mean, strict accuracy, JPEG compressibility, and a
 /// grid of the first 24 images with their captions at `grid` when given.
-pub fn evaluate<T: ImageTask>(
-    model: &Dit,
+pub fn evaluate<M: FlowPolicy, T: ImageTask>(
+    model: &M,
     task: &T,
     reward: &ImageReward<T::Prompt>,
     prompts: &[T::Prompt],

@@ -30,5 +30,5 @@ pub use eval::{
 pub use rollout::{sample_batch, RolloutBatch};
 pub use shapes::{shapes_reward, RewardTerm, ShapesTask, EVAL_IMAGES_PER_CATEGORY, SHAPES_REWARDS};
 pub use task::{ImageReward, ImageTask};
-pub use trainer::{train_flow_grpo, FlowGrpoReport};
+pub use trainer::{train_flow_grpo, train_flow_grpo_with, FlowGrpoReport};
 pub use update::{update, UpdateCost, UpdateReport};

@@ -14,7 +14,7 @@ use drift_samplers::flow::{rollout_sde, Guidance, Rollout, Schedule};
 use super::config::FlowGrpoConfig;
 use super::task::{image_samples, tensor_to_images, ImageReward, ImageTask};
 use crate::error::Result;
-use crate::model::Dit;
+use crate::policy::FlowPolicy;
 
 /// A scored rollout batch of `B = P·G` samples, sample `b` belonging to prompt `b / G`.
 #[derive(Debug)]
@@ -82,8 +82,8 @@ pub fn initial_noise(
 /// Samples iteration `step`'s batch with `model` (the current policy) in
 /// micro-batches of `cfg.micro_batch` rows, scores it with `reward`, and computes the
 /// per-prompt advantages of `cfg.advantage`.
-pub fn sample_batch<T: ImageTask>(
-    model: &Dit,
+pub fn sample_batch<M: FlowPolicy, T: ImageTask>(
+    model: &M,
     task: &T,
     reward: &ImageReward<T::Prompt>,
     cfg: &FlowGrpoConfig,
@@ -99,20 +99,20 @@ pub fn sample_batch<T: ImageTask>(
         group_prompts.iter().flat_map(|q| std::iter::repeat_n(q.clone(), g)).collect();
     let cond = task.encode(&prompts, &dev)?;
     let key = rollout_key(cfg.run.seed, step);
-    let mc = model.config();
+    let shape = model.latent_shape();
     let mut parts = Vec::new();
     for start_row in (0..prompts.len()).step_by(cfg.micro_batch) {
         let n = cfg.micro_batch.min(prompts.len() - start_row);
         let rows: Vec<u64> = (start_row as u64..(start_row + n) as u64).collect();
-        let x = initial_noise(key, &rows, (mc.channels, mc.image_size, mc.image_size), &dev)?;
+        let x = initial_noise(key, &rows, shape, &dev)?;
         let c = cond.narrow(0, start_row, n)?;
-        let null = model.null_prompt(n)?;
+        let null = model.null_cond(n)?;
         let guide = Guidance { uncond: &null, scale: cfg.guidance };
         let guidance = (cfg.guidance != 1.0).then_some(&guide);
         parts.push(rollout_sde(model, &x, &c, schedule, &cfg.rollout, guidance, key, &rows)?);
     }
     let rollout = concat_rollouts(parts)?;
-    let images = tensor_to_images(rollout.images())?;
+    let images = tensor_to_images(&model.decode(rollout.images())?)?;
     let reward_start = Instant::now();
     let outcomes = reward.evaluate_batch(&image_samples(&prompts, &images)?);
     let reward_seconds = reward_start.elapsed().as_secs_f64();

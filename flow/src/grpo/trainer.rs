@@ -20,6 +20,7 @@ use super::update::update;
 use crate::branch::{sample_tree_batch, update_edges, TreeBatch};
 use crate::error::{FlowModelError, Result};
 use crate::model::{load_dit_frozen, load_dit_trainable, save_dit, Dit};
+use crate::policy::{FlowPolicy, PolicyModels, SavePolicy};
 
 /// What a finished run reports.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -42,16 +43,10 @@ pub struct FlowGrpoReport {
 pub const CURVE_KEYS: &[&str] =
     &["reward/mean", "eval/reward_mean", "eval/strict", "loss/kl", "clip/frac", "grad/norm"];
 
-struct Models {
-    policy: Dit,
-    view: Dit,
-    reference: Dit,
-    opt: Optimizer,
-    /// Every weight of the policy, the trained ones and (with `trainable`) the fixed ones.
-    all: ParamSet,
-}
-
-fn load_models(cfg: &FlowGrpoConfig, device: &Device) -> Result<Models> {
+/// The DiT's models: the policy and its optimizer over `cfg.trainable` (every weight when
+/// empty), a detached view, the frozen base as reference; saved as a whole DiT (the fixed
+/// weights too), the trained ones under their EMA when configured.
+fn load_dit_models(cfg: &FlowGrpoConfig, device: &Device) -> Result<PolicyModels<Dit>> {
     let (policy, varmap) = load_dit_trainable(&cfg.base, device)?;
     let view = Dit::new(
         *policy.config(),
@@ -59,7 +54,16 @@ fn load_models(cfg: &FlowGrpoConfig, device: &Device) -> Result<Models> {
     )?;
     let reference = load_dit_frozen(&cfg.base, device)?;
     let opt = Optimizer::new(cfg.optim, ParamSet::matching(&varmap, &cfg.trainable)?)?;
-    Ok(Models { policy, view, reference, opt, all: ParamSet::all(&varmap) })
+    let all = ParamSet::all(&varmap);
+    let dit_cfg = *policy.config();
+    let save: SavePolicy = Box::new(move |dir: &Path, opt: &Optimizer| {
+        let mut weights = all.snapshot()?;
+        if let Some(ema) = opt.ema() {
+            weights.extend(ema.weights().iter().map(|(k, v)| (k.clone(), v.clone())));
+        }
+        save_dit(dir, &dit_cfg, &weights)
+    });
+    Ok(PolicyModels { policy, view, reference, opt, save })
 }
 
 fn eval_sampling(cfg: &FlowGrpoConfig) -> EvalSampling {
@@ -69,8 +73,8 @@ fn eval_sampling(cfg: &FlowGrpoConfig) -> EvalSampling {
 /// Evaluates the view (under the EMA weights when configured) on `n` held-out prompts spread
 /// evenly over the held-out list (so every category is represented; all when `None`), with
 /// diversity when `with_diversity`.
-fn evaluate_policy<T: ImageTask>(
-    m: &Models,
+fn evaluate_policy<M: FlowPolicy, T: ImageTask>(
+    m: &PolicyModels<M>,
     task: &T,
     reward: &ImageReward<T::Prompt>,
     cfg: &FlowGrpoConfig,
@@ -205,7 +209,21 @@ pub fn train_flow_grpo<T: ImageTask>(
     device: &Device,
 ) -> Result<FlowGrpoReport> {
     cfg.validate()?;
-    let mut m = load_models(cfg, device)?;
+    let models = load_dit_models(cfg, device)?;
+    train_flow_grpo_with(models, cfg, config_text, task, reward, run_dir)
+}
+
+/// [`train_flow_grpo`] on models already loaded: any [`FlowPolicy`] (the DiT, an SD3 MMDiT
+/// with LoRA) with its reference, optimizer and saver. `cfg.base` is only recorded.
+pub fn train_flow_grpo_with<M: FlowPolicy, T: ImageTask>(
+    mut m: PolicyModels<M>,
+    cfg: &FlowGrpoConfig,
+    config_text: &str,
+    task: &T,
+    reward: &ImageReward<T::Prompt>,
+    run_dir: &Path,
+) -> Result<FlowGrpoReport> {
+    cfg.validate()?;
     let schedule = Schedule::new(&cfg.schedule)?;
     let (mut run, resumed) =
         Run::open(run_dir, cfg.run, config_text, "flow-grpo", "iteration", &mut m.opt)?;
@@ -278,16 +296,11 @@ pub fn train_flow_grpo<T: ImageTask>(
     let trained = evaluate_policy(&m, task, reward, cfg, None, &grid_after, true)?;
     let last = run.step();
     log_eval(&mut run, last, &trained)?;
-    // Every weight (the fixed ones too, under `trainable`), the trained ones as averaged.
-    let mut weights = m.all.snapshot()?;
-    if let Some(ema) = m.opt.ema() {
-        weights.extend(ema.weights().iter().map(|(k, v)| (k.clone(), v.clone())));
-    }
     if let Some(branch) = &cfg.branch {
         write_tree_grids(&m, task, reward, cfg, branch, &schedule, &run_dir.join("eval/trees"))?;
     }
     let model_dir = run.model_dir();
-    save_dit(&model_dir, m.policy.config(), &weights)?;
+    (m.save)(&model_dir, &m.opt)?;
     let finished = run.finish(CURVE_KEYS)?;
     let report = FlowGrpoReport { base, trained, grid_before, grid_after, run: finished };
     write_json(&run_dir.join("summary.json"), &report)?;
@@ -299,8 +312,8 @@ type Figure = (&'static str, f64);
 
 /// The updates of one iteration on `batch` (`updates_per_batch` mini-batches, `inner_epochs`
 /// times), and its metrics line and progress figures.
-fn update_and_measure<P>(
-    m: &mut Models,
+fn update_and_measure<M: FlowPolicy, P>(
+    m: &mut PolicyModels<M>,
     batch: &RolloutBatch<P>,
     cfg: &FlowGrpoConfig,
     schedule: &Schedule,
@@ -418,8 +431,8 @@ fn batch_values<P>(
 /// The updates of one BranchGRPO iteration on the kept edges of `batch`
 /// (`updates_per_batch` mini-batches of edges, `inner_epochs` times), and its metrics line
 /// (with the tree's size: leaves, edges, kept edges) and progress figures.
-fn update_tree_and_measure<P>(
-    m: &mut Models,
+fn update_tree_and_measure<M: FlowPolicy, P>(
+    m: &mut PolicyModels<M>,
     batch: &TreeBatch<P>,
     cfg: &FlowGrpoConfig,
     schedule: &Schedule,
@@ -465,8 +478,8 @@ fn update_tree_and_measure<P>(
 
 /// One grid per tree (root → leaves) for up to 4 held-out prompts, sampled by the trained
 /// policy (under its EMA weights when configured) with the rollout's tree, in `dir`.
-fn write_tree_grids<T: ImageTask>(
-    m: &Models,
+fn write_tree_grids<M: FlowPolicy, T: ImageTask>(
+    m: &PolicyModels<M>,
     task: &T,
     reward: &ImageReward<T::Prompt>,
     cfg: &FlowGrpoConfig,
@@ -480,15 +493,9 @@ fn write_tree_grids<T: ImageTask>(
         let dev = m.view.device().clone();
         let cond = task.encode(&prompts, &dev)?;
         let key = super::rollout::rollout_key(cfg.run.seed, u64::MAX);
-        let mc = m.view.config();
         let rows: Vec<u64> = (0..prompts.len() as u64).collect();
-        let x = super::rollout::initial_noise(
-            key,
-            &rows,
-            (mc.channels, mc.image_size, mc.image_size),
-            &dev,
-        )?;
-        let null = m.view.null_prompt(prompts.len())?;
+        let x = super::rollout::initial_noise(key, &rows, m.view.latent_shape(), &dev)?;
+        let null = m.view.null_cond(prompts.len())?;
         let guide = drift_samplers::flow::Guidance { uncond: &null, scale: cfg.guidance };
         let guidance = (cfg.guidance != 1.0).then_some(&guide);
         let tree = drift_samplers::flow::rollout_tree(
@@ -502,7 +509,7 @@ fn write_tree_grids<T: ImageTask>(
             key,
             &rows,
         )?;
-        let leaves = super::task::tensor_to_images(tree.leaves())?;
+        let leaves = super::task::tensor_to_images(&m.view.decode(tree.leaves())?)?;
         let per = branch.tree.leaves_per_root();
         let leaf_prompts: Vec<T::Prompt> =
             prompts.iter().flat_map(|q| std::iter::repeat_n(q.clone(), per)).collect();
@@ -512,8 +519,9 @@ fn write_tree_grids<T: ImageTask>(
             .map(|o| o.score)
             .collect();
         let fused = crate::branch::fuse_rewards(&tree, &scores, branch.fusion)?;
-        // Each drawn level shows the model's clean-image prediction x̂₀ = x − σ v.
-        let mut previews = tree.latents.clone();
+        // Each drawn level shows the model's clean-image prediction x̂₀ = x − σ v, decoded.
+        let mut previews =
+            tree.latents.iter().map(|l| m.view.decode(l)).collect::<Result<Vec<_>>>()?;
         let n = schedule.steps();
         for level in crate::branch::grid::drawn_levels(&tree).into_iter().filter(|&l| l < n) {
             let x = &tree.latents[level];
@@ -522,12 +530,12 @@ fn write_tree_grids<T: ImageTask>(
             let idx = candle_core::Tensor::from_vec(idx, rows, &dev)?;
             let sigma = f64::from(schedule.sigmas()[level]);
             let s = candle_core::Tensor::full(sigma as f32, rows, &dev)?;
-            let null = m.view.null_prompt(rows)?;
+            let null = m.view.null_cond(rows)?;
             let guide = drift_samplers::flow::Guidance { uncond: &null, scale: cfg.guidance };
             let guidance = (cfg.guidance != 1.0).then_some(&guide);
             let c = cond.index_select(&idx, 0)?;
             let v = drift_samplers::flow::guided_velocity(&m.view, x, &s, &c, guidance)?;
-            previews[level] = (x - (v * sigma)?)?;
+            previews[level] = m.view.decode(&(x - (v * sigma)?)?)?;
         }
         for (k, q) in prompts.iter().enumerate() {
             let name: String = task

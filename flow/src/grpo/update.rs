@@ -11,7 +11,7 @@ use drift_samplers::flow::{transitions_log_prob, Guidance, Schedule};
 use super::config::{FlowGrpoConfig, KlStd};
 use super::rollout::RolloutBatch;
 use crate::error::{FlowModelError, Result};
-use crate::model::Dit;
+use crate::policy::FlowPolicy;
 
 /// What an update did; its `cost` counts the model evaluations.
 pub type UpdateReport = drift_core::train::UpdateReport<UpdateCost>;
@@ -33,9 +33,9 @@ pub fn trained_transitions(cfg: &FlowGrpoConfig, stochastic: &[bool]) -> Vec<usi
 }
 
 /// The policy loss of samples `rows` of `batch` (one micro-batch).
-fn micro_batch(
-    policy: &Dit,
-    reference: &Dit,
+fn micro_batch<M: FlowPolicy>(
+    policy: &M,
+    reference: &M,
     batch: &RolloutBatch<impl Sized>,
     rows: &[usize],
     steps: &[usize],
@@ -53,7 +53,7 @@ fn micro_batch(
     let (mut lp_new, mut kl) = (Vec::new(), Vec::new());
     for pass in passes {
         let cond = Tensor::cat(&vec![&cond; pass.len()], 0)?;
-        let null = policy.null_prompt(cond.dim(0)?)?;
+        let null = policy.null_cond(cond.dim(0)?)?;
         let guide = Guidance { uncond: &null, scale: cfg.guidance };
         let guidance = (cfg.guidance != 1.0).then_some(&guide);
         let xs = pass.iter().map(|&i| pick(i)).collect::<candle_core::Result<Vec<_>>>()?;
@@ -106,9 +106,9 @@ fn micro_batch(
 /// Trains on samples `rows` of `batch`: micro-batches of `cfg.micro_batch` samples, each
 /// weighted by its share of the trained samples, then one optimizer step. Samples with a zero
 /// advantage (when masked) are skipped before any forward pass.
-pub fn update(
-    policy: &Dit,
-    reference: &Dit,
+pub fn update<M: FlowPolicy>(
+    policy: &M,
+    reference: &M,
     batch: &RolloutBatch<impl Sized>,
     rows: &[usize],
     cfg: &FlowGrpoConfig,

@@ -212,6 +212,22 @@ impl Dit {
     }
 }
 
+impl crate::policy::FlowPolicy for Dit {
+    fn device(&self) -> &Device {
+        Dit::device(self)
+    }
+    fn latent_shape(&self) -> (usize, usize, usize) {
+        (self.cfg.channels, self.cfg.image_size, self.cfg.image_size)
+    }
+    fn null_cond(&self, n: usize) -> Result<Tensor> {
+        self.null_prompt(n)
+    }
+    /// The DiT samples pixels: the identity.
+    fn decode(&self, latents: &Tensor) -> Result<Tensor> {
+        Ok(latents.clone())
+    }
+}
+
 impl VelocityField for Dit {
     type Cond = Tensor;
     fn velocity(&self, x: &Tensor, sigma: &Tensor, ids: &Tensor) -> candle_core::Result<Tensor> {

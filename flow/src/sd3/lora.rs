@@ -84,11 +84,25 @@ pub struct Proj {
     adapter: Option<Adapter>,
 }
 
+impl Proj {
+    /// The dtype of the base weight.
+    #[must_use]
+    pub fn dtype(&self) -> candle_core::DType {
+        self.base.weight().dtype()
+    }
+}
+
 impl Module for Proj {
+    /// The adapter runs in its own dtype (f32 beside a bf16 base), its output cast back.
     fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
         let y = self.base.forward(x)?;
         match &self.adapter {
-            Some(a) => y + (a.b.forward(&a.a.forward(x)?)? * a.scale)?,
+            Some(a) => {
+                let xa = x.to_dtype(a.a.weight().dtype())?;
+                let delta = (a.b.forward(&a.a.forward(&xa)?)? * a.scale)?;
+                let delta = delta.to_dtype(y.dtype())?;
+                y + delta
+            }
             None => Ok(y),
         }
     }

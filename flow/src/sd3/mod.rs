@@ -8,6 +8,7 @@ mod embed;
 mod io;
 mod lora;
 mod model;
+mod policy;
 mod vae;
 mod vae_decoder;
 
@@ -16,6 +17,12 @@ pub use embed::{sincos_2d, unpatchify};
 pub use io::{read_sd3_config, read_sd3_weights, transformer_dir};
 pub use lora::{LoraConfig, Proj, ProjLoader};
 pub use model::Sd3Transformer;
+pub use policy::{
+    load_lora, load_sd3_lora_models, pack_cond, save_lora, unpack_cond, Sd3LoraSetup, Sd3Policy,
+    ADAPTER_CONFIG, ADAPTER_FILE,
+};
 pub use vae::{Sd3Vae, VaeConfig};
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod train_tests;

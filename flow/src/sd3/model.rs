@@ -64,6 +64,12 @@ impl Sd3Transformer {
         &self.cfg
     }
 
+    /// The dtype of the base weights (inputs are cast to it).
+    #[must_use]
+    pub fn dtype(&self) -> candle_core::DType {
+        self.proj_out.dtype()
+    }
+
     /// The velocity `[B, C_out, H, W]`; `H` and `W` must be multiples of the patch size and
     /// at most `pos_embed_max_size` patches.
     pub fn forward(
