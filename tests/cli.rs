@@ -1,5 +1,6 @@
 //! The `drift` binary: help text, and clear non-zero exits on bad input.
 
+use std::path::Path;
 use std::process::Command;
 
 fn drift(args: &[&str]) -> (i32, String) {
@@ -802,4 +803,97 @@ fn train_flow_scores_with_an_http_reward_and_survives_a_dead_service() {
     assert_eq!(gone["reward/failures"], 4.0, "{gone}");
     let _ = server.kill();
     let _ = server.wait();
+}
+
+/// `drift train flow` from an SD3.5 pipeline folder (the tiny fixtures): LoRA Flow-GRPO with
+/// the prompts of a JSONL file encoded from an embedding cache, the adapter saved in PEFT's
+/// layout; without `sd3.embeddings` it exits 2 naming it, and a cache missing a prompt is named.
+#[test]
+fn train_flow_runs_lora_flow_grpo_on_an_sd3_folder() {
+    use candle_core::{DType, Device};
+    use drift_core::rng::RngKey;
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().join("sd35");
+    let fixtures = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/sd3-tiny");
+    for (sub, from) in [("transformer", "sd35-medium-tiny"), ("vae", "sd3-vae-tiny")] {
+        std::fs::create_dir_all(base.join(sub)).unwrap();
+        for f in ["config.json", "diffusion_pytorch_model.safetensors"] {
+            std::fs::copy(format!("{fixtures}/{from}/{f}"), base.join(sub).join(f)).unwrap();
+        }
+    }
+    std::fs::write(
+        base.join("model_index.json"),
+        "{\"_class_name\": \"StableDiffusion3Pipeline\"}",
+    )
+    .unwrap();
+    let prompts = dir.path().join("prompts.jsonl");
+    let lines = [
+        ("a red circle", "colors", "train"),
+        ("a blue square", "colors", "train"),
+        ("a green triangle", "colors", "held_out"),
+    ];
+    let text: Vec<String> = lines
+        .iter()
+        .map(|(p, c, s)| {
+            format!("{{\"prompt\": \"{p}\", \"category\": \"{c}\", \"split\": \"{s}\"}}")
+        })
+        .collect();
+    std::fs::write(&prompts, text.join("\n")).unwrap();
+    let cache = |n: usize, name: &str| {
+        let key = RngKey::new(5);
+        let dev = Device::Cpu;
+        let t = key.stream("t").normal((n, 7, 32), DType::F32, &dev).unwrap();
+        let p = key.stream("p").normal((n, 24), DType::F32, &dev).unwrap();
+        let nt = key.stream("nt").normal((1, 7, 32), DType::F32, &dev).unwrap();
+        let np = key.stream("np").normal((1, 24), DType::F32, &dev).unwrap();
+        let names: Vec<String> = lines[..n].iter().map(|l| l.0.to_string()).collect();
+        let out = dir.path().join(name);
+        drift_flow::sd3::PromptEmbeddings::save(&out, &names, (&t, &p), (&nt, &np)).unwrap();
+        out
+    };
+    let full = cache(3, "embeds");
+    let partial = cache(2, "embeds-partial");
+    let run = |name: &str, embeddings: Option<&Path>| {
+        let out = dir.path().join(name);
+        let mut args =
+            vec!["train".to_string(), "flow".into(), "--out".into(), out.to_str().unwrap().into()];
+        let mut sets = vec![
+            format!("base=\"{}\"", base.display()),
+            format!("prompts=\"{}\"", prompts.display()),
+            "run.steps=2".into(),
+            "prompts_per_step=2".into(),
+            "group_size=2".into(),
+            "eval_images_per_category=2".into(),
+            "eval_steps=2".into(),
+            "eval_prompts=1".into(),
+            "diversity_prompts=1".into(),
+            "diversity_samples=2".into(),
+            "guidance=2.0".into(),
+        ];
+        if let Some(e) = embeddings {
+            sets.push(format!(
+                "sd3={{embeddings=\"{}\", latent_side=8, lora={{rank=4, alpha=8.0}}}}",
+                e.display()
+            ));
+        }
+        for s in &sets {
+            args.push("--set".into());
+            args.push(s.clone());
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        (drift(&args), out)
+    };
+    let ((code, text), out) = run("ok", Some(&full));
+    assert_eq!(code, 0, "{text}");
+    assert!(text.contains("held-out"), "{text}");
+    let adapter =
+        candle_core::safetensors::load(out.join("model/adapter_model.safetensors"), &Device::Cpu)
+            .unwrap();
+    assert!(adapter.contains_key("base_model.model.transformer_blocks.0.attn.to_q.lora_B.weight"));
+    let ((code, text), _) = run("no-cache", None);
+    assert_eq!(code, 2, "{text}");
+    assert!(text.contains("sd3.embeddings"), "{text}");
+    let ((code, text), _) = run("partial", Some(&partial));
+    assert_eq!(code, 2, "{text}");
+    assert!(text.contains("a green triangle"), "{text}");
 }

@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use candle_core::{Device, Tensor};
 use drift_flow::grpo::{
-    evaluate, shapes_reward, train_flow_grpo, EvalReport, EvalSampling, FlowGrpoConfig, ImageTask,
-    RewardTerm, ShapesTask,
+    evaluate, shapes_reward, train_flow_grpo, train_flow_grpo_with, EvalReport, EvalSampling,
+    FlowGrpoConfig, ImageTask, RewardTerm, ShapesTask,
 };
 use drift_flow::model::load_dit_frozen;
 use drift_flow::pretrain_run::{pretrain_flow, PretrainFlowConfig};
@@ -81,10 +81,13 @@ pub fn pretrain(cmd: &super::RunCommand<'_>, dev: &Device) -> Result<()> {
 /// `drift train flow`: Flow-GRPO on the shapes world; prints base vs trained held-out
 /// accuracy and where everything was written.
 pub fn train(cmd: &super::RunCommand<'_>, dev: &Device) -> Result<()> {
-    let out = cmd.out;
     let (cfg, text): (FlowGrpoConfig, String) = cmd.load()?;
     cfg.validate().map_err(|e| super::usage(e.to_string()))?;
     super::existing_dir(&cfg.base, "base model `base =`")?;
+    if is_sd3_folder(&cfg.base) {
+        return train_sd3(cmd, cfg, &text, dev);
+    }
+    let out = cmd.out;
     let model_cfg = drift_flow::model::load_dit_config(&cfg.base)
         .with_context(|| format!("base model `base = {}`", cfg.base.display()))?;
     check_model_fits_world(&PretrainFlowConfig { model: model_cfg, ..Default::default() })?;
@@ -101,6 +104,77 @@ pub fn train(cmd: &super::RunCommand<'_>, dev: &Device) -> Result<()> {
     let reward = shapes_reward(&cfg.rewards)?;
     cmd.prepare_run_dir(&text)?;
     let r = train_flow_grpo(&cfg, &text, &task, reward.as_ref(), out, dev)?;
+    print_report(&r, &cfg, reward.name(), out)
+}
+
+/// Whether `base` is a diffusers SD3 / SD3.5 folder (a pipeline with `model_index.json`, or a
+/// transformer folder whose config names `SD3Transformer2DModel`) rather than a DiT.
+fn is_sd3_folder(base: &Path) -> bool {
+    if base.join("model_index.json").is_file() {
+        return true;
+    }
+    let dir = drift_flow::sd3::transformer_dir(base).unwrap_or_else(|_| base.to_path_buf());
+    std::fs::read_to_string(dir.join("config.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+        .and_then(|v| v.get("_class_name").and_then(|c| c.as_str()).map(str::to_string))
+        .is_some_and(|c| c == "SD3Transformer2DModel")
+}
+
+/// `drift train flow` from an SD3 / SD3.5 folder: LoRA adapters over the frozen base, the
+/// prompts of the world or of `prompts = FILE` encoded from the `[sd3]` embedding cache, the
+/// configured rewards (an `http` term for a real model's images), the adapter saved in PEFT's
+/// layout in `model/`.
+fn train_sd3(
+    cmd: &super::RunCommand<'_>,
+    cfg: FlowGrpoConfig,
+    text: &str,
+    dev: &Device,
+) -> Result<()> {
+    use drift_flow::sd3::{load_sd3_lora_models, EmbeddedTask, PromptEmbeddings, Sd3LoraSetup};
+    let out = cmd.out;
+    let Some(sd3) = cfg.sd3.clone() else {
+        return Err(super::usage(format!(
+            "`base = {}` is an SD3 folder: set `sd3.embeddings = DIR` (the prompt-embedding \
+             cache; examples/sd3/encode_prompts.py writes one)",
+            cfg.base.display()
+        )));
+    };
+    drift_flow::sd3::read_sd3_config(&cfg.base)
+        .with_context(|| format!("base model `base = {}`", cfg.base.display()))?;
+    let inner = task_from(cfg.prompts.as_deref(), cfg.eval_images_per_category)?
+        .with_category_weights(&cfg.category_weights)?;
+    let train_prompts = inner.train_prompts();
+    let embeddings = PromptEmbeddings::load(&sd3.embeddings, dev)
+        .with_context(|| format!("`sd3.embeddings = {}`", sd3.embeddings.display()))?;
+    let null = embeddings.null().clone();
+    let task = EmbeddedTask::new(inner, embeddings, &train_prompts, sd3.verify)
+        .map_err(|e| super::usage(e.to_string()))?;
+    let reward = shapes_reward(&cfg.rewards)?;
+    let setup = Sd3LoraSetup {
+        lora: sd3.lora.clone(),
+        init: None,
+        null,
+        latent_side: sd3.latent_side,
+        optim: cfg.optim,
+        dtype: sd3.dtype()?,
+        seed: cfg.run.seed,
+    };
+    let models = load_sd3_lora_models(&cfg.base, setup, dev)
+        .with_context(|| format!("base model `base = {}`", cfg.base.display()))?;
+    cmd.prepare_run_dir(text)?;
+    let r = train_flow_grpo_with(models, &cfg, text, &task, reward.as_ref(), out)?;
+    print_report(&r, &cfg, reward.name(), out)
+}
+
+/// The end of a run: the per-category table (also `categories.md`), base vs trained held-out
+/// accuracy and reward, the reward-hacking checks and where everything was written.
+fn print_report(
+    r: &drift_flow::grpo::FlowGrpoReport,
+    cfg: &FlowGrpoConfig,
+    reward_name: &str,
+    out: &Path,
+) -> Result<()> {
     let pct = |x: Option<f64>| x.map_or("n/a".to_string(), |v| format!("{:.1}%", 100.0 * v));
     super::print_stopped(&r.run, cfg.run.steps, "iteration");
     let table = category_table(&r.base, &r.trained);
@@ -115,7 +189,7 @@ pub fn train(cmd: &super::RunCommand<'_>, dev: &Device) -> Result<()> {
     );
     outln!(
         "held-out reward `{}`: base {:.4} -> trained {:.4}",
-        reward.name(),
+        reward_name,
         r.base.reward_mean,
         r.trained.reward_mean
     );

@@ -133,6 +133,9 @@ pub struct FlowGrpoConfig {
     /// ([`crate::branch::BranchConfig`]; presets [`FlowGrpoConfig::branch_grpo`],
     /// `branch_grpo_pruned`, `branch_grpo_mix`). Default none: Flow-GRPO.
     pub branch: Option<crate::branch::BranchConfig>,
+    /// How to train an SD3 / SD3.5 base (`base` a diffusers folder): its LoRA, latent size,
+    /// weight dtype and prompt-embedding cache. Default none; required for such a base.
+    pub sd3: Option<crate::sd3::Sd3TrainConfig>,
 }
 
 impl Default for FlowGrpoConfig {
@@ -194,6 +197,7 @@ impl Default for FlowGrpoConfig {
             eval_images_per_category: 48,
             category_weights: BTreeMap::new(),
             branch: None,
+            sd3: None,
         }
     }
 }
@@ -255,6 +259,9 @@ impl FlowGrpoConfig {
         // Every reward term builds (names known, weights finite, an `http` term's service
         // configured); nothing is contacted yet.
         super::shapes::shapes_reward(&self.rewards)?;
+        if let Some(sd3) = &self.sd3 {
+            sd3.validate()?;
+        }
         if self.prompts_per_step == 0 {
             return Err(bad("prompts_per_step", 0, "at least 1"));
         }

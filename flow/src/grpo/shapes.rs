@@ -50,6 +50,12 @@ impl ShapesTask {
         Self::from_prompts(&split.train, &split.held_out, per_category)
     }
 
+    /// Every prompt the task trains on.
+    #[must_use]
+    pub fn train_prompts(&self) -> Vec<Prompt> {
+        self.train.iter().flat_map(|(_, p)| p.iter().cloned()).collect()
+    }
+
     /// A task over given prompt sets (a user's JSONL file): trains on `train`, evaluates on
     /// `held_out` repeated to at least `per_category` images per category.
     pub fn from_prompts(

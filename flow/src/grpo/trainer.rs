@@ -301,7 +301,14 @@ pub fn train_flow_grpo_with<M: FlowPolicy, T: ImageTask>(
     }
     let model_dir = run.model_dir();
     (m.save)(&model_dir, &m.opt)?;
-    let finished = run.finish(CURVE_KEYS)?;
+    // A task without a strict check (an SD3 run scored by a reward service) logs no
+    // `eval/strict`.
+    let keys: Vec<&str> = CURVE_KEYS
+        .iter()
+        .copied()
+        .filter(|k| *k != "eval/strict" || trained.strict.is_some())
+        .collect();
+    let finished = run.finish(&keys)?;
     let report = FlowGrpoReport { base, trained, grid_before, grid_after, run: finished };
     write_json(&run_dir.join("summary.json"), &report)?;
     Ok(report)

@@ -143,3 +143,72 @@ impl Sd3Config {
         Ok(())
     }
 }
+
+/// How `drift train flow` trains an SD3 / SD3.5 base (the `[sd3]` table of its config).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Sd3TrainConfig {
+    /// The prompt-embedding cache (`prompts.jsonl` + `embeddings.safetensors`, see
+    /// `PromptEmbeddings`) holding every training and evaluation prompt and the empty prompt.
+    /// Required.
+    pub embeddings: std::path::PathBuf,
+    /// The adapters; default flow_grpo's (r 32, α 64, the attention projections).
+    pub lora: super::LoraConfig,
+    /// Latent height and width; default 64 (512² images through SD3's 8× VAE).
+    pub latent_side: usize,
+    /// Weight dtype of the frozen base: `"f32"` (default), `"bf16"` or `"f16"` (GPU). The
+    /// adapters and the log-prob arithmetic stay f32.
+    pub dtype: String,
+    /// Whether the task's own strict check (the shapes-world verifier) scores the images;
+    /// default false, since it means nothing on a real model's images.
+    pub verify: bool,
+}
+
+impl Default for Sd3TrainConfig {
+    fn default() -> Self {
+        Self {
+            embeddings: std::path::PathBuf::new(),
+            lora: super::LoraConfig::default(),
+            latent_side: 64,
+            dtype: "f32".into(),
+            verify: false,
+        }
+    }
+}
+
+impl Sd3TrainConfig {
+    /// The base weights' dtype, naming a bad `sd3.dtype`.
+    pub fn dtype(&self) -> Result<candle_core::DType> {
+        match self.dtype.as_str() {
+            "f32" => Ok(candle_core::DType::F32),
+            "bf16" => Ok(candle_core::DType::BF16),
+            "f16" => Ok(candle_core::DType::F16),
+            other => Err(FlowModelError::Config {
+                field: "sd3.dtype",
+                value: format!("{other:?}"),
+                expected: "\"f32\", \"bf16\" or \"f16\"".into(),
+            }),
+        }
+    }
+
+    /// Checks the cache path, the LoRA and the latent size.
+    pub fn validate(&self) -> Result<()> {
+        self.dtype()?;
+        self.lora.validate()?;
+        if self.embeddings.as_os_str().is_empty() {
+            return Err(FlowModelError::Config {
+                field: "sd3.embeddings",
+                value: "none".into(),
+                expected: "the prompt-embedding cache directory".into(),
+            });
+        }
+        if self.latent_side == 0 {
+            return Err(FlowModelError::Config {
+                field: "sd3.latent_side",
+                value: "0".into(),
+                expected: "a positive multiple of the patch size".into(),
+            });
+        }
+        Ok(())
+    }
+}

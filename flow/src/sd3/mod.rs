@@ -5,6 +5,7 @@ mod attention;
 mod block;
 mod config;
 mod embed;
+mod embeds;
 mod io;
 mod lora;
 mod model;
@@ -12,8 +13,9 @@ mod policy;
 mod vae;
 mod vae_decoder;
 
-pub use config::Sd3Config;
+pub use config::{Sd3Config, Sd3TrainConfig};
 pub use embed::{sincos_2d, unpatchify};
+pub use embeds::{EmbeddedTask, PromptEmbeddings, EMBEDDINGS_FILE, PROMPTS_FILE};
 pub use io::{read_sd3_config, read_sd3_weights, transformer_dir};
 pub use lora::{LoraConfig, Proj, ProjLoader};
 pub use model::Sd3Transformer;
