@@ -808,6 +808,10 @@ fn train_flow_scores_with_an_http_reward_and_survives_a_dead_service() {
 /// `drift train flow` from an SD3.5 pipeline folder (the tiny fixtures): LoRA Flow-GRPO with
 /// the prompts of a JSONL file encoded from an embedding cache, the adapter saved in PEFT's
 /// layout; without `sd3.embeddings` it exits 2 naming it, and a cache missing a prompt is named.
+/// `drift train flow` from an SD3.5 pipeline folder (the tiny fixtures): LoRA Flow-GRPO with
+/// the free-text prompts of a JSONL file encoded from an embedding cache, the adapter saved in
+/// PEFT's layout; a missing `sd3.embeddings`, a cache missing a prompt and a shapes-world
+/// reward each exit 2 naming the problem.
 #[test]
 fn train_flow_runs_lora_flow_grpo_on_an_sd3_folder() {
     use candle_core::{DType, Device};
@@ -853,7 +857,7 @@ fn train_flow_runs_lora_flow_grpo_on_an_sd3_folder() {
     };
     let full = cache(3, "embeds");
     let partial = cache(2, "embeds-partial");
-    let run = |name: &str, embeddings: Option<&Path>| {
+    let run = |name: &str, embeddings: Option<&Path>, reward: &str| {
         let out = dir.path().join(name);
         let mut args =
             vec!["train".to_string(), "flow".into(), "--out".into(), out.to_str().unwrap().into()];
@@ -869,6 +873,7 @@ fn train_flow_runs_lora_flow_grpo_on_an_sd3_folder() {
             "diversity_prompts=1".into(),
             "diversity_samples=2".into(),
             "guidance=2.0".into(),
+            format!("rewards=[{{name=\"{reward}\", weight=1.0}}]"),
         ];
         if let Some(e) = embeddings {
             sets.push(format!(
@@ -883,17 +888,21 @@ fn train_flow_runs_lora_flow_grpo_on_an_sd3_folder() {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         (drift(&args), out)
     };
-    let ((code, text), out) = run("ok", Some(&full));
+    let ((code, text), out) = run("ok", Some(&full), "jpeg_compressibility");
     assert_eq!(code, 0, "{text}");
     assert!(text.contains("held-out"), "{text}");
     let adapter =
         candle_core::safetensors::load(out.join("model/adapter_model.safetensors"), &Device::Cpu)
             .unwrap();
     assert!(adapter.contains_key("base_model.model.transformer_blocks.0.attn.to_q.lora_B.weight"));
-    let ((code, text), _) = run("no-cache", None);
+    let ((code, text), _) = run("no-cache", None, "jpeg_compressibility");
     assert_eq!(code, 2, "{text}");
     assert!(text.contains("sd3.embeddings"), "{text}");
-    let ((code, text), _) = run("partial", Some(&partial));
+    let ((code, text), _) = run("partial", Some(&partial), "jpeg_compressibility");
     assert_eq!(code, 2, "{text}");
     assert!(text.contains("a green triangle"), "{text}");
+    // The shapes verifier does not score a real model's images.
+    let ((code, text), _) = run("geneval", Some(&full), "geneval");
+    assert_eq!(code, 2, "{text}");
+    assert!(text.contains("geneval") && text.contains("http"), "{text}");
 }

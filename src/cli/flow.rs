@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use candle_core::{Device, Tensor};
 use drift_flow::grpo::{
-    evaluate, shapes_reward, train_flow_grpo, train_flow_grpo_with, EvalReport, EvalSampling,
-    FlowGrpoConfig, ImageTask, RewardTerm, ShapesTask,
+    evaluate, shapes_reward, text_reward, train_flow_grpo, train_flow_grpo_with, EvalReport,
+    EvalSampling, FlowGrpoConfig, ImageTask, RewardTerm, ShapesTask, TextPromptTask,
 };
 use drift_flow::model::load_dit_frozen;
 use drift_flow::pretrain_run::{pretrain_flow, PretrainFlowConfig};
@@ -122,9 +122,8 @@ fn is_sd3_folder(base: &Path) -> bool {
 }
 
 /// `drift train flow` from an SD3 / SD3.5 folder: LoRA adapters over the frozen base, the
-/// prompts of the world or of `prompts = FILE` encoded from the `[sd3]` embedding cache, the
-/// configured rewards (an `http` term for a real model's images), the adapter saved in PEFT's
-/// layout in `model/`.
+/// free-text prompts of `prompts = FILE` encoded from the `[sd3]` embedding cache, scored by
+/// the configured rewards (`http`, JPEG), the adapter saved in PEFT's layout in `model/`.
 fn train_sd3(
     cmd: &super::RunCommand<'_>,
     cfg: FlowGrpoConfig,
@@ -142,15 +141,20 @@ fn train_sd3(
     };
     drift_flow::sd3::read_sd3_config(&cfg.base)
         .with_context(|| format!("base model `base = {}`", cfg.base.display()))?;
-    let inner = task_from(cfg.prompts.as_deref(), cfg.eval_images_per_category)?
-        .with_category_weights(&cfg.category_weights)?;
-    let train_prompts = inner.train_prompts();
+    let Some(prompts) = cfg.prompts.as_deref() else {
+        return Err(super::usage(
+            "an SD3 run needs its prompts: `prompts = FILE` (JSONL, `{\"prompt\": …, \
+             \"category\": …, \"split\": \"train\" | \"held_out\"}` per line)",
+        ));
+    };
+    let inner = TextPromptTask::from_jsonl(prompts).map_err(|e| super::usage(e.to_string()))?;
+    let train_prompts = inner.train_prompts().to_vec();
+    let reward = text_reward(&cfg.rewards).map_err(|e| super::usage(e.to_string()))?;
     let embeddings = PromptEmbeddings::load(&sd3.embeddings, dev)
         .with_context(|| format!("`sd3.embeddings = {}`", sd3.embeddings.display()))?;
     let null = embeddings.null().clone();
-    let task = EmbeddedTask::new(inner, embeddings, &train_prompts, sd3.verify)
+    let task = EmbeddedTask::new(inner, embeddings, &train_prompts)
         .map_err(|e| super::usage(e.to_string()))?;
-    let reward = shapes_reward(&cfg.rewards)?;
     let setup = Sd3LoraSetup {
         lora: sd3.lora.clone(),
         init: None,

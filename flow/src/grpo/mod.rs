@@ -19,6 +19,7 @@ pub mod shapes;
 pub mod task;
 #[cfg(test)]
 pub(crate) mod tests;
+pub mod text_task;
 pub mod trainer;
 pub mod update;
 
@@ -30,5 +31,6 @@ pub use eval::{
 pub use rollout::{sample_batch, RolloutBatch};
 pub use shapes::{shapes_reward, RewardTerm, ShapesTask, EVAL_IMAGES_PER_CATEGORY, SHAPES_REWARDS};
 pub use task::{ImageReward, ImageTask};
+pub use text_task::{text_reward, TextPrompt, TextPromptTask, TEXT_REWARDS};
 pub use trainer::{train_flow_grpo, train_flow_grpo_with, FlowGrpoReport};
 pub use update::{update, UpdateCost, UpdateReport};

@@ -192,6 +192,24 @@ pub const SHAPES_REWARDS: &[&str] = &[
     "http",
 ];
 
+/// The scoring-service client of an `http` term, naming a missing or bad `http` table.
+pub(crate) fn http_reward(term: &RewardTerm) -> Result<HttpReward> {
+    let Some(cfg) = &term.http else {
+        return Err(FlowModelError::Config {
+            field: "rewards.http",
+            value: "missing".into(),
+            expected: "a table with the service's url, e.g. http = { url = \
+                       \"http://127.0.0.1:18085/score\" }"
+                .into(),
+        });
+    };
+    HttpReward::new(cfg.clone()).map_err(|e| FlowModelError::Config {
+        field: "rewards.http",
+        value: e.to_string(),
+        expected: "a valid scoring-service configuration".into(),
+    })
+}
+
 fn named(term: &RewardTerm) -> Result<Arc<ImageReward<Prompt>>> {
     let name = term.name.as_str();
     if term.http.is_some() && name != "http" {
@@ -202,23 +220,7 @@ fn named(term: &RewardTerm) -> Result<Arc<ImageReward<Prompt>>> {
         });
     }
     Ok(match name {
-        "http" => {
-            let Some(cfg) = &term.http else {
-                return Err(FlowModelError::Config {
-                    field: "rewards.http",
-                    value: "missing".into(),
-                    expected: "a table with the service's url, e.g. http = { url = \
-                               \"http://127.0.0.1:18085/score\" }"
-                        .into(),
-                });
-            };
-            let reward = HttpReward::new(cfg.clone()).map_err(|e| FlowModelError::Config {
-                field: "rewards.http",
-                value: e.to_string(),
-                expected: "a valid scoring-service configuration".into(),
-            })?;
-            Arc::new(reward)
-        }
+        "http" => Arc::new(http_reward(term)?),
         "geneval" => Arc::new(ShapesReward { score: ShapesScore::Partial, ..Default::default() }),
         "geneval_strict" => {
             Arc::new(ShapesReward { score: ShapesScore::Strict, ..Default::default() })

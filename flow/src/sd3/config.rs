@@ -159,9 +159,6 @@ pub struct Sd3TrainConfig {
     /// Weight dtype of the frozen base: `"f32"` (default), `"bf16"` or `"f16"` (GPU). The
     /// adapters and the log-prob arithmetic stay f32.
     pub dtype: String,
-    /// Whether the task's own strict check (the shapes-world verifier) scores the images;
-    /// default false, since it means nothing on a real model's images.
-    pub verify: bool,
 }
 
 impl Default for Sd3TrainConfig {
@@ -171,7 +168,6 @@ impl Default for Sd3TrainConfig {
             lora: super::LoraConfig::default(),
             latent_side: 64,
             dtype: "f32".into(),
-            verify: false,
         }
     }
 }

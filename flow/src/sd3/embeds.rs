@@ -142,24 +142,17 @@ impl PromptEmbeddings {
 }
 
 /// Any task whose prompts are encoded from a [`PromptEmbeddings`] cache (by their caption):
-/// the inner task keeps its prompts, categories and reward; its strict check is kept only when
-/// `verify` (a shapes-world verifier means nothing on a real model's images).
+/// the inner task keeps its prompts, categories and checks.
 pub struct EmbeddedTask<T> {
     inner: T,
     embeddings: PromptEmbeddings,
-    verify: bool,
 }
 
 impl<T: ImageTask> EmbeddedTask<T> {
     /// Wraps `inner`; every training and evaluation prompt the run can draw must be cached,
     /// which is checked for the evaluation prompts here and for `train` (the prompts the
     /// inner task trains on, when it can list them) too.
-    pub fn new(
-        inner: T,
-        embeddings: PromptEmbeddings,
-        train: &[T::Prompt],
-        verify: bool,
-    ) -> Result<Self> {
+    pub fn new(inner: T, embeddings: PromptEmbeddings, train: &[T::Prompt]) -> Result<Self> {
         let missing = inner
             .eval_prompts()
             .iter()
@@ -173,7 +166,7 @@ impl<T: ImageTask> EmbeddedTask<T> {
                 expected: "a cache holding every training and evaluation prompt".into(),
             });
         }
-        Ok(Self { inner, embeddings, verify })
+        Ok(Self { inner, embeddings })
     }
 }
 
@@ -205,20 +198,12 @@ impl<T: ImageTask> ImageTask for EmbeddedTask<T> {
         self.inner.caption(p)
     }
     fn strict(&self, p: &T::Prompt, image: &Image) -> Option<bool> {
-        if self.verify {
-            self.inner.strict(p, image)
-        } else {
-            None
-        }
+        self.inner.strict(p, image)
     }
     fn category(&self, p: &T::Prompt) -> Option<&'static str> {
         self.inner.category(p)
     }
     fn objects(&self, image: &Image) -> Option<usize> {
-        if self.verify {
-            self.inner.objects(image)
-        } else {
-            None
-        }
+        self.inner.objects(image)
     }
 }
