@@ -93,7 +93,10 @@ enum Command {
     /// step's keyed noise, 64 × 3072 normals), dllm (shipped code dLLM forward and
     /// forward+backward, 16 × 200 tokens), flow (shipped DiT, 32 images, 10-step ODE and SDE),
     /// branch (one RL iteration, rollout + update, of Flow-GRPO and the BranchGRPO presets,
-    /// 16 prompts × 8 images: model evaluations and wall time).
+    /// 16 prompts × 8 images: model evaluations and wall time), sd3 (one Flow-GRPO
+    /// iteration of a random SD3.5 MMDiT with LoRA and VAE, group 8 at 512² with r 32 and
+    /// bf16 on a GPU, a small config on the CPU unless DRIFT_BENCH_SD3=sd35-medium: wall time
+    /// and peak host memory).
     /// Run from the repository root. Example: drift bench dllm flow --iters 5
     Bench {
         /// Cases to run (default: all).

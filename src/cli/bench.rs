@@ -15,7 +15,7 @@ use drift::samplers::flow::{rollout_sde, sample_ode, RolloutConfig, Schedule, Sc
 use serde_json::json;
 
 /// The cases `drift bench` knows.
-pub const CASES: &[&str] = &["matmul", "rng", "dllm", "flow", "branch"];
+pub const CASES: &[&str] = &["matmul", "rng", "dllm", "flow", "branch", "sd3"];
 
 /// Runs `cases` (all when empty) with `iters` timed repetitions each on `dev` (each timed run
 /// ends with a device synchronisation, so GPU times include the queued kernels).
@@ -29,6 +29,7 @@ pub fn run(cases: &[String], iters: usize, dev: &Device) -> Result<()> {
             "dllm" => dllm(iters, dev)?,
             "flow" => flow(iters, dev)?,
             "branch" => branch(iters, dev)?,
+            "sd3" => sd3(iters, dev)?,
             other => {
                 return Err(super::usage(format!(
                     "unknown bench case {other:?}: expected one of {CASES:?}"
@@ -236,5 +237,139 @@ fn branch(iters: usize, dev: &Device) -> Result<()> {
         });
         outln!("{line}");
     }
+    Ok(())
+}
+
+/// Peak resident memory of this process in bytes (Linux `VmHWM`), if readable.
+fn peak_rss_bytes() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    let kb = s.lines().find(|l| l.starts_with("VmHWM:"))?.split_whitespace().nth(1)?;
+    kb.parse::<u64>().ok().map(|k| k * 1024)
+}
+
+/// One Flow-GRPO iteration of a randomly initialised SD3.5 MMDiT with LoRA (flow_grpo's
+/// setup): rollouts of `G` images for one prompt with CFG through the VAE, the JPEG reward,
+/// then one update over the trained steps with the adapters only. On a GPU (or with
+/// `DRIFT_BENCH_SD3=sd35-medium`) the full SD3.5-Medium config at 512² (latent 64), LoRA r 32,
+/// group 8, text 333 tokens, bf16 on CUDA; on the CPU by default a small config of the same
+/// layout. No weights are read: the base and the VAE are random.
+fn sd3(iters: usize, dev: &Device) -> Result<()> {
+    use candle_nn::{VarBuilder, VarMap};
+    use drift::core::train::detached_view;
+    use drift::flow::grpo::{sample_batch, text_reward, update, FlowGrpoConfig, RewardTerm};
+    use drift::flow::grpo::{TextPrompt, TextPromptTask};
+    use drift::flow::sd3::{
+        sd3_lora_models, EmbeddedTask, LoraConfig, ProjLoader, PromptEmbeddings, Sd3Config,
+        Sd3LoraSetup, Sd3Transformer, Sd3Vae, VaeConfig,
+    };
+    use std::time::Instant;
+    let full = !dev.is_cpu() || std::env::var("DRIFT_BENCH_SD3").as_deref() == Ok("sd35-medium");
+    let (cfg, vae_cfg, latent, group, text_len, rank) = if full {
+        (Sd3Config::sd35_medium(), VaeConfig::default(), 64, 8, 333, 32)
+    } else {
+        let small = Sd3Config {
+            num_layers: 4,
+            num_attention_heads: 4,
+            attention_head_dim: 32,
+            caption_projection_dim: 128,
+            joint_attention_dim: 256,
+            pooled_projection_dim: 64,
+            pos_embed_max_size: 32,
+            sample_size: 32,
+            dual_attention_layers: vec![0, 1],
+            qk_norm: Some("rms_norm".into()),
+            ..Sd3Config::default()
+        };
+        let vae = VaeConfig {
+            block_out_channels: vec![32, 64],
+            norm_num_groups: 8,
+            ..VaeConfig::default()
+        };
+        (small, vae, 16, 4, 32, 8)
+    };
+    let dtype = if dev.is_cuda() { DType::BF16 } else { DType::F32 };
+    // Random base weights as plain tensors (the VarMap only draws them).
+    let base = {
+        let vm = VarMap::new();
+        Sd3Transformer::new(
+            cfg.clone(),
+            VarBuilder::from_varmap(&vm, dtype, dev),
+            &ProjLoader::plain(),
+        )?;
+        detached_view(&vm)
+    };
+    let vae = {
+        let vm = VarMap::new();
+        let v = Sd3Vae::new(vae_cfg, VarBuilder::from_varmap(&vm, dtype, dev))?;
+        std::sync::Arc::new(v)
+    };
+    let prompt = |t: &str| TextPrompt { text: t.into(), category: None };
+    let task = TextPromptTask::new(
+        vec![prompt("a photo of a red bench")],
+        vec![prompt("a photo of two cats")],
+    )?;
+    let key = RngKey::new(0);
+    let names: Vec<String> =
+        task.train_prompts().iter().chain(task.eval_prompts()).map(|p| p.text.clone()).collect();
+    let (j, p) = (cfg.joint_attention_dim, cfg.pooled_projection_dim);
+    let emb = PromptEmbeddings::from_tensors(
+        &names,
+        (
+            &key.stream("t").normal((names.len(), text_len, j), DType::F32, dev)?,
+            &key.stream("p").normal((names.len(), p), DType::F32, dev)?,
+        ),
+        (
+            &key.stream("nt").normal((1, text_len, j), DType::F32, dev)?,
+            &key.stream("np").normal((1, p), DType::F32, dev)?,
+        ),
+    )?;
+    let null = emb.null().clone();
+    let train = task.train_prompts().to_vec();
+    let task = EmbeddedTask::new(task, emb, &train)?;
+    let mut fcfg = FlowGrpoConfig::flow_grpo_sd35();
+    fcfg.prompts_per_step = 1;
+    fcfg.group_size = group;
+    fcfg.micro_batch = if full { 2 } else { group };
+    fcfg.rewards = vec![RewardTerm::named("jpeg_compressibility", 1.0)];
+    let reward = text_reward(&fcfg.rewards)?;
+    let schedule = Schedule::new(&fcfg.schedule)?;
+    let mut runs = Vec::new();
+    let mut evals = (0, 0);
+    for rep in 0..=iters.max(1) {
+        let setup = Sd3LoraSetup {
+            lora: LoraConfig { rank, alpha: 2.0 * rank as f64, ..LoraConfig::default() },
+            init: None,
+            null: null.clone(),
+            latent_side: latent,
+            optim: fcfg.optim,
+            dtype,
+            seed: 0,
+        };
+        let mut m = sd3_lora_models(cfg.clone(), base.clone(), Some(vae.clone()), setup, dev)?;
+        let start = Instant::now();
+        let b = sample_batch(&m.policy, &task, reward.as_ref(), &fcfg, &schedule, 0)?;
+        dev.synchronize()?;
+        let rollout_s = start.elapsed().as_secs_f64();
+        let rows: Vec<usize> = (0..b.len()).collect();
+        let r = update(&m.policy, &m.reference, &b, &rows, &fcfg, &schedule, &mut m.opt)?;
+        dev.synchronize()?;
+        evals = (b.rollout.evaluations, r.cost.image_evaluations);
+        if rep > 0 {
+            runs.push((start.elapsed().as_secs_f64(), rollout_s));
+        }
+    }
+    runs.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let (secs, rollout_s) = runs[runs.len() / 2];
+    let line = json!({
+        "case": "sd3", "config": if full { "sd35-medium" } else { "small" },
+        "layers": cfg.num_layers, "width": cfg.width(), "latent": latent,
+        "image_side": latent * 8, "group": group, "text_tokens": text_len, "lora_rank": rank,
+        "dtype": format!("{dtype:?}"), "micro_batch": fcfg.micro_batch,
+        "rollout_calls": evals.0, "update_image_evals": evals.1,
+        "rollout_s": rollout_s, "update_s": secs - rollout_s, "seconds": secs,
+        "peak_rss_bytes": peak_rss_bytes(),
+        "threads": candle_core::utils::get_num_threads(),
+    });
+    outln!("{line}");
     Ok(())
 }

@@ -93,6 +93,18 @@ impl TextPromptTask {
         Ok(Self { train, held_out })
     }
 
+    /// A task over given prompts; both sets must be non-empty.
+    pub fn new(train: Vec<TextPrompt>, held_out: Vec<TextPrompt>) -> Result<Self> {
+        if train.is_empty() || held_out.is_empty() {
+            return Err(FlowModelError::Config {
+                field: "prompts",
+                value: format!("{} train and {} held-out prompts", train.len(), held_out.len()),
+                expected: "at least one of each".into(),
+            });
+        }
+        Ok(Self { train, held_out })
+    }
+
     /// The prompts trained on.
     #[must_use]
     pub fn train_prompts(&self) -> &[TextPrompt] {

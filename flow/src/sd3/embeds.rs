@@ -61,6 +61,21 @@ impl PromptEmbeddings {
         Ok(())
     }
 
+    /// A cache in memory: `text[N, M, J]`, `pooled[N, P]` for `prompts` (in order) and the
+    /// empty prompt's `null_text[1, M, J]`, `null_pooled[1, P]`.
+    pub fn from_tensors(
+        prompts: &[String],
+        (text, pooled): (&Tensor, &Tensor),
+        (null_text, null_pooled): (&Tensor, &Tensor),
+    ) -> Result<Self> {
+        let rows = prompts.iter().enumerate().map(|(i, p)| (p.clone(), i)).collect();
+        Ok(Self {
+            rows,
+            packed: pack_cond(text, pooled)?,
+            null: pack_cond(null_text, null_pooled)?,
+        })
+    }
+
     /// Reads a cache, checking that every tensor is there with consistent shapes and one row
     /// per prompt line; a malformed line is named by its number.
     pub fn load(dir: &Path, device: &Device) -> Result<Self> {

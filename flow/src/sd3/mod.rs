@@ -20,8 +20,8 @@ pub use io::{read_sd3_config, read_sd3_weights, transformer_dir};
 pub use lora::{LoraConfig, Proj, ProjLoader};
 pub use model::Sd3Transformer;
 pub use policy::{
-    load_lora, load_sd3_lora_models, pack_cond, save_lora, unpack_cond, Sd3LoraSetup, Sd3Policy,
-    ADAPTER_CONFIG, ADAPTER_FILE,
+    load_lora, load_sd3_lora_models, pack_cond, save_lora, sd3_lora_models, unpack_cond,
+    Sd3LoraSetup, Sd3Policy, ADAPTER_CONFIG, ADAPTER_FILE,
 };
 pub use vae::{Sd3Vae, VaeConfig};
 #[cfg(test)]

@@ -222,6 +222,21 @@ pub fn load_sd3_lora_models(
     } else {
         None
     };
+    sd3_lora_models(cfg, base, vae, setup, device).map_err(|e| match e {
+        FlowModelError::Config { .. } => e,
+        other => file_err(dir, other),
+    })
+}
+
+/// [`load_sd3_lora_models`] from base weights in memory (diffusers' names) and an optional
+/// VAE: what a benchmark of a randomly initialised full-size config uses.
+pub fn sd3_lora_models(
+    cfg: Sd3Config,
+    base: HashMap<String, Tensor>,
+    vae: Option<Arc<Sd3Vae>>,
+    setup: Sd3LoraSetup<'_>,
+    device: &Device,
+) -> Result<PolicyModels<Sd3Policy>> {
     let varmap = VarMap::new();
     let build = |lora: &ProjLoader| -> Result<Sd3Policy> {
         let vb = VarBuilder::from_tensors(base.clone(), setup.dtype, device);
@@ -243,8 +258,10 @@ pub fn load_sd3_lora_models(
         let value = match setup.init {
             Some(init) => init
                 .get(name)
-                .ok_or_else(|| {
-                    file_err(dir, format!("the initial adapter has no tensor `{name}`"))
+                .ok_or_else(|| FlowModelError::Config {
+                    field: "init",
+                    value: format!("no tensor `{name}`"),
+                    expected: "an initial adapter with every adapter weight".into(),
                 })?
                 .to_dtype(DType::F32)?
                 .to_device(device)?,

@@ -90,10 +90,14 @@ impl Sd3Vae {
         // SAFETY: the file is memory-mapped read-only and not modified while the model lives.
         let vb = unsafe { VarBuilder::from_mmaped_safetensors(&[&weights], dtype, device) }
             .map_err(|e| file_err(&weights, e))?;
+        Self::new(cfg, vb).map_err(|e| file_err(&weights, e))
+    }
+
+    /// The VAE of `cfg` from `vb` (diffusers' names; a `VarMap` gives a random one).
+    pub fn new(cfg: VaeConfig, vb: VarBuilder) -> Result<Self> {
         let c = cfg.latent_channels;
         let post_quant_conv = if cfg.use_post_quant_conv {
-            let conv = candle_nn::conv2d(c, c, 1, Default::default(), vb.pp("post_quant_conv"));
-            Some(conv.map_err(|e| file_err(&weights, e))?)
+            Some(candle_nn::conv2d(c, c, 1, Default::default(), vb.pp("post_quant_conv"))?)
         } else {
             None
         };
@@ -105,8 +109,7 @@ impl Sd3Vae {
             cfg.norm_num_groups,
             cfg.mid_block_add_attention,
             vb.pp("decoder"),
-        )
-        .map_err(|e| file_err(&weights, e))?;
+        )?;
         Ok(Self { post_quant_conv, decoder, cfg })
     }
 
