@@ -210,3 +210,36 @@ fn lora_learns_brightness_above_its_shuffled_null_and_unlearns_it_when_flipped()
     );
     assert!(flipped < base - 0.02, "flipped reward: base {base:.4} → {flipped:.4}");
 }
+
+/// The GPU path's dtype plumbing, run on the CPU: with the base in bf16 (adapters f32, latents
+/// and conditioning f32) the velocity is the f32 model's within bf16 rounding, and comes back in
+/// f32.
+#[test]
+fn a_bf16_base_gives_the_f32_velocity_within_bf16_rounding() {
+    let dir = tempfile::tempdir().unwrap();
+    tiny_pipeline(dir.path(), false);
+    let cfg = sd3_config(dir.path());
+    let velocity = |dtype: DType| {
+        let s = Sd3LoraSetup { dtype, ..setup(None, &cfg) };
+        let m = load_sd3_lora_models(dir.path(), s, &Device::Cpu).unwrap();
+        let x = RngKey::new(3).normal((2, 16, 8, 8), DType::F32, &Device::Cpu).unwrap();
+        let sigma = Tensor::new(&[0.7f32, 0.3], &Device::Cpu).unwrap();
+        let task = EmbeddedToy(ToyTask::new());
+        let cond = task.encode(&task.eval_prompts()[..2], &Device::Cpu).unwrap();
+        m.policy.velocity(&x, &sigma, &cond).unwrap()
+    };
+    let (full, half) = (velocity(DType::F32), velocity(DType::BF16));
+    assert_eq!(half.dtype(), DType::F32);
+    let diff =
+        (&full - &half).unwrap().abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
+    let scale = full.abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
+    assert!(diff > 0.0 && diff < 0.05 * scale, "bf16 vs f32: max diff {diff}, scale {scale}");
+    // And a bf16 base trains: the f32 adapters get gradients through the bf16 layers.
+    let s = Sd3LoraSetup { dtype: DType::BF16, ..setup(None, &cfg) };
+    let m = load_sd3_lora_models(dir.path(), s, &Device::Cpu).unwrap();
+    let run = dir.path().join("run");
+    let task = EmbeddedToy(ToyTask::new());
+    train_flow_grpo_with(m, &cfg, "", &task, &Brightness, &run).unwrap();
+    let last = metrics(&run).pop().unwrap();
+    assert!(last["grad/norm"].as_f64().unwrap() > 0.0, "{last}");
+}
