@@ -905,4 +905,55 @@ fn train_flow_runs_lora_flow_grpo_on_an_sd3_folder() {
     let ((code, text), _) = run("geneval", Some(&full), "geneval");
     assert_eq!(code, 2, "{text}");
     assert!(text.contains("geneval") && text.contains("http"), "{text}");
+    // The same pipeline as a repo id in the Hugging Face cache `HF_HOME` names, read offline.
+    let hub = dir.path().join("hf").join("hub").join("models--drift-test--sd35-tiny");
+    std::fs::create_dir_all(hub.join("refs")).unwrap();
+    std::fs::write(hub.join("refs").join("main"), "abc123").unwrap();
+    std::fs::create_dir_all(hub.join("snapshots")).unwrap();
+    std::os::unix::fs::symlink(&base, hub.join("snapshots").join("abc123")).unwrap();
+    let out = dir.path().join("from-cache");
+    let sd3 = format!(
+        "sd3={{embeddings=\"{}\", latent_side=8, lora={{rank=4, alpha=8.0}}}}",
+        full.display()
+    );
+    let prompts_set = format!("prompts=\"{}\"", prompts.display());
+    let args = [
+        "train",
+        "flow",
+        "--out",
+        out.to_str().unwrap(),
+        "--set",
+        "base=\"drift-test/sd35-tiny\"",
+        "--set",
+        &prompts_set,
+        "--set",
+        &sd3,
+        "--set",
+        "rewards=[{name=\"jpeg_compressibility\", weight=1.0}]",
+        "--set",
+        "run.steps=1",
+        "--set",
+        "prompts_per_step=1",
+        "--set",
+        "group_size=2",
+        "--set",
+        "eval_images_per_category=1",
+        "--set",
+        "eval_steps=2",
+        "--set",
+        "eval_prompts=1",
+        "--set",
+        "diversity_prompts=1",
+        "--set",
+        "diversity_samples=2",
+    ];
+    let o = Command::new(env!("CARGO_BIN_EXE_drift"))
+        .args(args)
+        .env("HF_HOME", dir.path().join("hf"))
+        .output()
+        .unwrap();
+    let text =
+        format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert_eq!(o.status.code(), Some(0), "{text}");
+    assert!(out.join("model/adapter_model.safetensors").is_file(), "{text}");
 }

@@ -81,8 +81,14 @@ pub fn pretrain(cmd: &super::RunCommand<'_>, dev: &Device) -> Result<()> {
 /// `drift train flow`: Flow-GRPO on the shapes world; prints base vs trained held-out
 /// accuracy and where everything was written.
 pub fn train(cmd: &super::RunCommand<'_>, dev: &Device) -> Result<()> {
-    let (cfg, text): (FlowGrpoConfig, String) = cmd.load()?;
+    let (mut cfg, text): (FlowGrpoConfig, String) = cmd.load()?;
     cfg.validate().map_err(|e| super::usage(e.to_string()))?;
+    if !cfg.base.is_dir() {
+        // A Hugging Face repo id (an SD3 pipeline) in the local hub cache, read offline.
+        if let Ok(dir) = drift_flow::sd3::resolve_base_from_env(&cfg.base) {
+            cfg.base = dir;
+        }
+    }
     super::existing_dir(&cfg.base, "base model `base =`")?;
     if is_sd3_folder(&cfg.base) {
         return train_sd3(cmd, cfg, &text, dev);

@@ -78,3 +78,45 @@ pub fn read_sd3_weights(
     }
     Ok(out)
 }
+
+/// Where an SD3 base lives: `base` itself when it is a directory, else `base` read as a Hugging
+/// Face repo id (`"stabilityai/stable-diffusion-3.5-medium"`, optionally `@revision`) and
+/// resolved, offline, to its snapshot folder in the hub cache `cache` (`HF_HOME`, default
+/// `~/.cache/huggingface/hub`) through its `model_index.json`. Nothing is downloaded; an absent
+/// repo is an error naming the repo id and the cache.
+pub fn resolve_base(base: &Path, cache: &hf_hub::Cache) -> Result<PathBuf> {
+    if base.is_dir() {
+        return Ok(base.to_path_buf());
+    }
+    let id = base.to_string_lossy();
+    let (repo_id, revision) = match id.split_once('@') {
+        Some((r, rev)) => (r.to_string(), rev.to_string()),
+        None => (id.to_string(), "main".to_string()),
+    };
+    let looks_like_id = repo_id.split('/').count() == 2 && !repo_id.starts_with(['.', '/', '~']);
+    let not_found = |why: &str| {
+        file_err(
+            base,
+            format!(
+                "not a directory, and {why} (looked for {repo_id:?} at revision {revision:?} in \
+                 the Hugging Face cache {}; nothing is downloaded)",
+                cache.path().display()
+            ),
+        )
+    };
+    if !looks_like_id {
+        return Err(not_found("not a repo id of the form owner/name"));
+    }
+    let repo = cache.repo(hf_hub::Repo::with_revision(
+        repo_id.clone(),
+        hf_hub::RepoType::Model,
+        revision.clone(),
+    ));
+    let index = repo.get("model_index.json").ok_or_else(|| not_found("not in the cache"))?;
+    Ok(index.parent().map(Path::to_path_buf).unwrap_or_default())
+}
+
+/// [`resolve_base`] in the cache `HF_HOME` points to (default `~/.cache/huggingface/hub`).
+pub fn resolve_base_from_env(base: &Path) -> Result<PathBuf> {
+    resolve_base(base, &hf_hub::Cache::from_env())
+}

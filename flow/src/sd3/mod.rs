@@ -16,7 +16,9 @@ mod vae_decoder;
 pub use config::{Sd3Config, Sd3TrainConfig};
 pub use embed::{sincos_2d, unpatchify};
 pub use embeds::{EmbeddedTask, PromptEmbeddings, EMBEDDINGS_FILE, PROMPTS_FILE};
-pub use io::{read_sd3_config, read_sd3_weights, transformer_dir};
+pub use io::{
+    read_sd3_config, read_sd3_weights, resolve_base, resolve_base_from_env, transformer_dir,
+};
 pub use lora::{LoraConfig, Proj, ProjLoader};
 pub use model::Sd3Transformer;
 pub use policy::{

@@ -123,3 +123,32 @@ fn vae_decode_matches_diffusers() {
     let err = rel_err(&image, &c["image"]);
     assert!(err < 1e-4, "relative error {err}");
 }
+
+/// A repo id resolves, offline, to its snapshot in the hub cache (whose files are symlinks to
+/// blobs in real caches); an absent repo names the id and the cache.
+#[test]
+fn a_repo_id_resolves_to_its_snapshot_in_the_hub_cache() {
+    let cache_dir = tempfile::tempdir().unwrap();
+    let repo = cache_dir.path().join("models--drift-test--sd35-tiny");
+    let snapshot = repo.join("snapshots").join("0123abcd");
+    std::fs::create_dir_all(snapshot.join("transformer")).unwrap();
+    std::fs::create_dir_all(repo.join("refs")).unwrap();
+    std::fs::write(repo.join("refs").join("main"), "0123abcd").unwrap();
+    std::fs::write(snapshot.join("model_index.json"), "{}").unwrap();
+    for f in ["config.json", "diffusion_pytorch_model.safetensors"] {
+        std::os::unix::fs::symlink(
+            fixture("sd35-medium-tiny").join(f),
+            snapshot.join("transformer").join(f),
+        )
+        .unwrap();
+    }
+    let cache = hf_hub::Cache::new(cache_dir.path().to_path_buf());
+    let dir = resolve_base(std::path::Path::new("drift-test/sd35-tiny"), &cache).unwrap();
+    assert_eq!(dir, snapshot);
+    assert_eq!(read_sd3_config(&dir).unwrap().dual_attention_layers, vec![0]);
+    let err = resolve_base(std::path::Path::new("nobody/absent"), &cache).unwrap_err().to_string();
+    assert!(
+        err.contains("nobody/absent") && err.contains(&cache_dir.path().display().to_string()),
+        "{err}"
+    );
+}
