@@ -895,9 +895,10 @@ fn train_flow_runs_lora_flow_grpo_on_an_sd3_folder() {
         candle_core::safetensors::load(out.join("model/adapter_model.safetensors"), &Device::Cpu)
             .unwrap();
     assert!(adapter.contains_key("base_model.model.transformer_blocks.0.attn.to_q.lora_B.weight"));
+    // Without a cache the run encodes with the folder's text encoders, which this one lacks.
     let ((code, text), _) = run("no-cache", None, "jpeg_compressibility");
     assert_eq!(code, 2, "{text}");
-    assert!(text.contains("sd3.embeddings"), "{text}");
+    assert!(text.contains("text_encoder") && text.contains("sd3.embeddings"), "{text}");
     let ((code, text), _) = run("partial", Some(&partial), "jpeg_compressibility");
     assert_eq!(code, 2, "{text}");
     assert!(text.contains("a green triangle"), "{text}");
@@ -956,4 +957,89 @@ fn train_flow_runs_lora_flow_grpo_on_an_sd3_folder() {
         format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
     assert_eq!(o.status.code(), Some(0), "{text}");
     assert!(out.join("model/adapter_model.safetensors").is_file(), "{text}");
+}
+
+/// An SD3 pipeline folder with its three text encoders and tokenizers (`fixtures/sd3-text-tiny`)
+/// and a random transformer of matching widths: `drift train flow` encodes the prompt file once
+/// into `embeddings/` of the run, then trains.
+#[test]
+fn train_flow_encodes_the_prompts_with_the_folders_text_encoders() {
+    use candle_core::{DType, Device};
+    use candle_nn::{VarBuilder, VarMap};
+    use drift_flow::sd3::{ProjLoader, Sd3Config, Sd3Transformer};
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().join("sd3");
+    let text = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/sd3-text-tiny");
+    for sub in [
+        "text_encoder",
+        "text_encoder_2",
+        "text_encoder_3",
+        "tokenizer",
+        "tokenizer_2",
+        "tokenizer_3",
+    ] {
+        std::fs::create_dir_all(base.join(sub)).unwrap();
+        for f in std::fs::read_dir(format!("{text}/{sub}")).unwrap() {
+            let f = f.unwrap().path();
+            std::fs::copy(&f, base.join(sub).join(f.file_name().unwrap())).unwrap();
+        }
+    }
+    // Pooled: CLIP-L ⊕ CLIP-G = 16 + 24; text states: T5's width 96.
+    let cfg = Sd3Config {
+        sample_size: 8,
+        num_layers: 2,
+        attention_head_dim: 16,
+        num_attention_heads: 2,
+        joint_attention_dim: 96,
+        caption_projection_dim: 32,
+        pooled_projection_dim: 40,
+        pos_embed_max_size: 16,
+        ..Sd3Config::default()
+    };
+    let vm = VarMap::new();
+    let vb = VarBuilder::from_varmap(&vm, DType::F32, &Device::Cpu);
+    Sd3Transformer::new(cfg.clone(), vb, &ProjLoader::plain()).unwrap();
+    std::fs::create_dir_all(base.join("transformer")).unwrap();
+    vm.save(base.join("transformer/diffusion_pytorch_model.safetensors")).unwrap();
+    let mut json = serde_json::to_value(&cfg).unwrap();
+    json["_class_name"] = "SD3Transformer2DModel".into();
+    std::fs::write(base.join("transformer/config.json"), json.to_string()).unwrap();
+    std::fs::write(base.join("model_index.json"), "{}").unwrap();
+    let prompts = dir.path().join("prompts.jsonl");
+    std::fs::write(
+        &prompts,
+        "{\"prompt\": \"a red circle\"}\n{\"prompt\": \"a photo of two blue cats\"}\n\
+         {\"prompt\": \"the red cat\", \"split\": \"held_out\"}\n",
+    )
+    .unwrap();
+    let out = dir.path().join("run");
+    let sets = [
+        format!("base=\"{}\"", base.display()),
+        format!("prompts=\"{}\"", prompts.display()),
+        "sd3={latent_side=8, max_sequence_length=12, lora={rank=4, alpha=8.0}}".into(),
+        "rewards=[{name=\"jpeg_compressibility\", weight=1.0}]".into(),
+        "run.steps=1".into(),
+        "prompts_per_step=1".into(),
+        "group_size=2".into(),
+        "eval_images_per_category=1".into(),
+        "eval_steps=2".into(),
+        "eval_prompts=1".into(),
+        "diversity_prompts=1".into(),
+        "diversity_samples=2".into(),
+    ];
+    let mut args =
+        vec!["train".to_string(), "flow".into(), "--out".into(), out.display().to_string()];
+    for s in &sets {
+        args.push("--set".into());
+        args.push(s.clone());
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (code, text) = drift(&args);
+    assert_eq!(code, 0, "{text}");
+    assert!(text.contains("encoded 3 prompts"), "{text}");
+    let cache =
+        drift_flow::sd3::PromptEmbeddings::load(&out.join("embeddings"), &Device::Cpu).unwrap();
+    assert_eq!(cache.len(), 3);
+    // [1, 77 + 12 + 1, 96]: the text states and the packed pooled row.
+    assert_eq!(cache.null().dims(), &[1, 90, 96]);
 }

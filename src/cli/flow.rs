@@ -128,8 +128,9 @@ fn is_sd3_folder(base: &Path) -> bool {
 }
 
 /// `drift train flow` from an SD3 / SD3.5 folder: LoRA adapters over the frozen base, the
-/// free-text prompts of `prompts = FILE` encoded from the `[sd3]` embedding cache, scored by
-/// the configured rewards (`http`, JPEG), the adapter saved in PEFT's layout in `model/`.
+/// free-text prompts of `prompts = FILE` encoded once (by the folder's text encoders into
+/// `embeddings/` of the run, or from a given `sd3.embeddings` cache), scored by the configured
+/// rewards (`http`, JPEG), the adapter saved in PEFT's layout in `model/`.
 fn train_sd3(
     cmd: &super::RunCommand<'_>,
     cfg: FlowGrpoConfig,
@@ -138,13 +139,7 @@ fn train_sd3(
 ) -> Result<()> {
     use drift_flow::sd3::{load_sd3_lora_models, EmbeddedTask, PromptEmbeddings, Sd3LoraSetup};
     let out = cmd.out;
-    let Some(sd3) = cfg.sd3.clone() else {
-        return Err(super::usage(format!(
-            "`base = {}` is an SD3 folder: set `sd3.embeddings = DIR` (the prompt-embedding \
-             cache; examples/sd3/encode_prompts.py writes one)",
-            cfg.base.display()
-        )));
-    };
+    let sd3 = cfg.sd3.clone().unwrap_or_default();
     drift_flow::sd3::read_sd3_config(&cfg.base)
         .with_context(|| format!("base model `base = {}`", cfg.base.display()))?;
     let Some(prompts) = cfg.prompts.as_deref() else {
@@ -156,8 +151,20 @@ fn train_sd3(
     let inner = TextPromptTask::from_jsonl(prompts).map_err(|e| super::usage(e.to_string()))?;
     let train_prompts = inner.train_prompts().to_vec();
     let reward = text_reward(&cfg.rewards).map_err(|e| super::usage(e.to_string()))?;
-    let embeddings = PromptEmbeddings::load(&sd3.embeddings, dev)
-        .with_context(|| format!("`sd3.embeddings = {}`", sd3.embeddings.display()))?;
+    let dtype = sd3.dtype()?;
+    cmd.prepare_run_dir(text)?;
+    let cache = match &sd3.embeddings {
+        Some(dir) => dir.clone(),
+        None => encode_prompts(
+            &cfg.base,
+            &inner,
+            sd3.max_sequence_length,
+            &out.join("embeddings"),
+            dev,
+        )?,
+    };
+    let embeddings = PromptEmbeddings::load(&cache, dev)
+        .with_context(|| format!("the prompt-embedding cache {}", cache.display()))?;
     let null = embeddings.null().clone();
     let task = EmbeddedTask::new(inner, embeddings, &train_prompts)
         .map_err(|e| super::usage(e.to_string()))?;
@@ -167,14 +174,61 @@ fn train_sd3(
         null,
         latent_side: sd3.latent_side,
         optim: cfg.optim,
-        dtype: sd3.dtype()?,
+        dtype,
         seed: cfg.run.seed,
     };
     let models = load_sd3_lora_models(&cfg.base, setup, dev)
         .with_context(|| format!("base model `base = {}`", cfg.base.display()))?;
-    cmd.prepare_run_dir(text)?;
     let r = train_flow_grpo_with(models, &cfg, text, &task, reward.as_ref(), out)?;
     print_report(&r, &cfg, reward.name(), out)
+}
+
+/// Encodes every prompt of `task` and the empty prompt with the text encoders of the SD3 folder
+/// `base` into the cache `dir` (kept when a resumed run finds it complete), in batches of 32.
+fn encode_prompts(
+    base: &Path,
+    task: &TextPromptTask,
+    max_sequence_length: usize,
+    dir: &Path,
+    dev: &Device,
+) -> Result<PathBuf> {
+    use drift_flow::sd3::{text::Sd3TextEncoders, PromptEmbeddings};
+    let mut prompts: Vec<String> = Vec::new();
+    for p in task.train_prompts().iter().chain(task.eval_prompts()) {
+        if !prompts.contains(&p.text) {
+            prompts.push(p.text.clone());
+        }
+    }
+    if let Ok(cached) = PromptEmbeddings::load(dir, dev) {
+        if prompts.iter().all(|p| cached.get(p).is_some()) {
+            return Ok(dir.to_path_buf());
+        }
+    }
+    let encoders = Sd3TextEncoders::from_dir(base, candle_core::DType::F32, dev).map_err(|e| {
+        super::usage(format!(
+            "the text encoders of `base = {}` (text_encoder{{,_2,_3}}/ and \
+                 tokenizer{{,_2,_3}}/): {e}; or give a prompt-embedding cache as \
+                 `sd3.embeddings = DIR`",
+            base.display()
+        ))
+    })?;
+    let started = std::time::Instant::now();
+    let (mut texts, mut pooled) = (Vec::new(), Vec::new());
+    for chunk in prompts.chunks(32) {
+        let (t, p) = encoders.encode(chunk, max_sequence_length)?;
+        texts.push(t);
+        pooled.push(p);
+    }
+    let (nt, np) = encoders.encode(&[String::new()], max_sequence_length)?;
+    let (t, p) = (Tensor::cat(&texts, 0)?, Tensor::cat(&pooled, 0)?);
+    PromptEmbeddings::save(dir, &prompts, (&t, &p), (&nt, &np))?;
+    outln!(
+        "encoded {} prompts and the empty prompt with the folder's text encoders in {:.1} s -> {}",
+        prompts.len(),
+        started.elapsed().as_secs_f64(),
+        dir.display()
+    );
+    Ok(dir.to_path_buf())
 }
 
 /// The end of a run: the per-category table (also `categories.md`), base vs trained held-out

@@ -148,10 +148,14 @@ impl Sd3Config {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Sd3TrainConfig {
-    /// The prompt-embedding cache (`prompts.jsonl` + `embeddings.safetensors`, see
+    /// A prompt-embedding cache to use (`prompts.jsonl` + `embeddings.safetensors`, see
     /// `PromptEmbeddings`) holding every training and evaluation prompt and the empty prompt.
-    /// Required.
-    pub embeddings: std::path::PathBuf,
+    /// Default none: the run encodes its prompts once with the folder's own text encoders
+    /// (`text_encoder{,_2,_3}/`) and keeps the cache in `embeddings/` of the run directory.
+    pub embeddings: Option<std::path::PathBuf>,
+    /// T5 tokens per prompt when encoding; default 128 (flow_grpo's; diffusers' default is
+    /// 256).
+    pub max_sequence_length: usize,
     /// The adapters; default flow_grpo's (r 32, α 64, the attention projections).
     pub lora: super::LoraConfig,
     /// Latent height and width; default 64 (512² images through SD3's 8× VAE).
@@ -164,7 +168,8 @@ pub struct Sd3TrainConfig {
 impl Default for Sd3TrainConfig {
     fn default() -> Self {
         Self {
-            embeddings: std::path::PathBuf::new(),
+            embeddings: None,
+            max_sequence_length: 128,
             lora: super::LoraConfig::default(),
             latent_side: 64,
             dtype: "f32".into(),
@@ -187,15 +192,15 @@ impl Sd3TrainConfig {
         }
     }
 
-    /// Checks the cache path, the LoRA and the latent size.
+    /// Checks the dtype, the LoRA, the T5 length and the latent size.
     pub fn validate(&self) -> Result<()> {
         self.dtype()?;
         self.lora.validate()?;
-        if self.embeddings.as_os_str().is_empty() {
+        if self.max_sequence_length == 0 {
             return Err(FlowModelError::Config {
-                field: "sd3.embeddings",
-                value: "none".into(),
-                expected: "the prompt-embedding cache directory".into(),
+                field: "sd3.max_sequence_length",
+                value: "0".into(),
+                expected: "a positive number of T5 tokens".into(),
             });
         }
         if self.latent_side == 0 {

@@ -5,7 +5,8 @@
 //! `i`) and `embeddings.safetensors` holding diffusers' `encode_prompt` outputs under their
 //! names: `prompt_embeds [N, M, J]`, `pooled_prompt_embeds [N, P]`, and the empty prompt's
 //! `negative_prompt_embeds [1, M, J]`, `negative_pooled_prompt_embeds [1, P]` (CFG's
-//! unconditional branch). `examples/sd3/encode_prompts.py` writes one with diffusers.
+//! unconditional branch). `drift train flow` writes one with the folder's own encoders
+//! (`sd3::text`) when it is given none.
 
 use std::collections::HashMap;
 use std::path::Path;

@@ -10,6 +10,7 @@ mod io;
 mod lora;
 mod model;
 mod policy;
+pub mod text;
 mod vae;
 mod vae_decoder;
 
