@@ -64,6 +64,24 @@ impl PositionRule {
     }
 }
 
+/// How many positions a quota rule commits at each step of a block.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum TransferSchedule {
+    /// LLaDA's: `⌊n / steps⌋` per step, the remainder one each to the first steps, fixed at
+    /// the block's start (`generate.py::get_num_transfer_tokens`).
+    #[default]
+    Llada,
+    /// Dream's: at step `i` of `N`, with `t, s` = entries `i, i + 1` of `linspace(1, eps, N + 1)`
+    /// (f32, as torch computes them), commit `⌊m (1 − s/t)⌋` of the `m` positions still masked,
+    /// and all of them at the last step (`diffusion_generate`, `maskgit_plus` / `topk_margin` /
+    /// `entropy`). Whole-sequence decoding in Dream is `block_length = gen_length`.
+    Dream {
+        /// Final time of the schedule; Dream's default 1e-3.
+        eps: f64,
+    },
+}
+
 /// A full decoding configuration (LLaDA `generate()` arguments plus Dream's and Fast-dLLM's).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -80,6 +98,8 @@ pub struct DecodeConfig {
     pub proposal: ProposalConfig,
     /// Position rule. Default low-confidence.
     pub position: PositionRule,
+    /// How many positions a quota rule commits per step. Default LLaDA's.
+    pub schedule: TransferSchedule,
     /// With `alg_temp > 0`, quota rules sample their positions without replacement from
     /// `softmax(conf / alg_temp)` instead of taking the top-n (Dream). Default 0.
     pub alg_temp: f64,
@@ -107,6 +127,7 @@ impl Default for DecodeConfig {
             steps: 128,
             proposal: ProposalConfig::default(),
             position: PositionRule::LowConfidence,
+            schedule: TransferSchedule::Llada,
             alg_temp: 0.0,
             guidance: None,
             cfg_scale: None,
@@ -188,6 +209,11 @@ impl DecodeConfig {
                     g,
                     "unset when cfg_scale (LLaDA's alias, guidance = cfg_scale + 1) is set",
                 ));
+            }
+        }
+        if let TransferSchedule::Dream { eps } = self.schedule {
+            if !(eps > 0.0 && eps < 1.0) {
+                return Err(config_err("schedule.eps", eps, "a number in (0, 1)"));
             }
         }
         match self.position {

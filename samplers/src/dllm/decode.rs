@@ -27,11 +27,11 @@ use candle_core::{DType, Device, Tensor, D};
 use drift_core::rng::RngKey;
 
 use super::confidence::{rule_confidence, token_stats};
-use super::config::{DecodeConfig, PositionRule};
+use super::config::{DecodeConfig, PositionRule, TransferSchedule};
 use super::error::{config_err, DecodeError, Result};
 use super::order::{OrderDecision, OrderFeatures, OrderInput, OrderPolicy};
 use super::proposal::{cumsum_last, propose};
-use super::quota::num_transfer_tokens;
+use super::quota::{dream_transfer_count, num_transfer_tokens};
 use super::select::{
     gumbel_perturb, mask_ineligible, origin_mask, origin_probability, row_counts, threshold_mask,
     top_n_mask,
@@ -378,9 +378,19 @@ impl<'m, M: MaskPredictor + ?Sized> Decoder<'m, M> {
                     }
                 }
                 _ => {
+                    // Every quota step commits exactly its count in each active row, so the
+                    // positions still masked are known on the host.
                     let quota = num_transfer_tokens(bl, spb);
-                    for (s, &n) in quota.iter().enumerate() {
+                    let mut masked = bl;
+                    for s in 0..spb {
+                        let n = match self.cfg.schedule {
+                            TransferSchedule::Llada => quota[s],
+                            TransferSchedule::Dream { eps } => {
+                                dream_transfer_count(masked, s, spb, eps)
+                            }
+                        };
                         self.quota_step(block, s, start, n, spb)?;
+                        masked -= n;
                         if self.all_frozen {
                             break 'blocks;
                         }

@@ -19,7 +19,7 @@ mod trajectory;
 mod tests;
 
 pub use confidence::{rule_confidence, token_stats, TokenStats};
-pub use config::{DecodeConfig, PositionRule, ProposalConfig};
+pub use config::{DecodeConfig, PositionRule, ProposalConfig, TransferSchedule};
 pub use decode::{decode, decode_with_policy, guide, DecodeBatch, Padding};
 pub use error::{DecodeError, Result};
 pub use order::{
@@ -27,7 +27,7 @@ pub use order::{
     OrderPolicy,
 };
 pub use proposal::{cumsum_last, filter_top_k, filter_top_p, propose};
-pub use quota::num_transfer_tokens;
+pub use quota::{dream_transfer_count, num_transfer_tokens};
 pub use select::{
     gumbel_perturb, mask_ineligible, origin_mask, origin_probability, row_counts, threshold_mask,
     top_n_mask,

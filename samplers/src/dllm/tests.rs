@@ -284,7 +284,7 @@ fn threshold_extremes() -> Result<()> {
 fn property_commit_once_prompt_fixed_evaluations_counted() -> Result<()> {
     let dev = Device::Cpu;
     for case in 0..60u64 {
-        let u = RngKey::new(case).stream("test/config").uniform_f64_vec(16);
+        let u = RngKey::new(case).stream("test/config").uniform_f64_vec(17);
         let pick = |i: usize, n: usize| ((u[i] * n as f64) as usize).min(n - 1);
         let block = [1, 2, 3, 4][pick(0, 4)];
         let blocks = 1 + pick(1, 3);
@@ -308,6 +308,7 @@ fn property_commit_once_prompt_fixed_evaluations_counted() -> Result<()> {
                 top_p: [None, Some(0.8)][pick(7, 2)],
             },
             position,
+            schedule: [TransferSchedule::Llada, TransferSchedule::Dream { eps: 1e-3 }][pick(16, 2)],
             alg_temp: [0.0, 0.5][pick(8, 2)],
             guidance: None,
             cfg_scale: [None, Some(0.0), Some(1.5)][pick(9, 3)],
