@@ -382,9 +382,9 @@ impl<'m, M: MaskPredictor + ?Sized> Decoder<'m, M> {
                     // positions still masked are known on the host.
                     let quota = num_transfer_tokens(bl, spb);
                     let mut masked = bl;
-                    for s in 0..spb {
+                    for (s, &fixed) in quota.iter().enumerate() {
                         let n = match self.cfg.schedule {
-                            TransferSchedule::Llada => quota[s],
+                            TransferSchedule::Llada => fixed,
                             TransferSchedule::Dream { eps } => {
                                 dream_transfer_count(masked, s, spb, eps)
                             }
