@@ -86,3 +86,29 @@ fn dream_diffusion_generate_is_reproduced_token_for_token() {
     }
     assert_eq!(checked, 11);
 }
+
+/// Dream's `confidence_threshold`: the per-step budget, the carried declines and the added
+/// steps (the cases' `used_steps`: 8, 10, 7 … of 8 or 4 asked).
+#[test]
+fn dream_confidence_threshold_is_reproduced_token_for_token() {
+    let dir = common::fixture("fast-dllm-decoding").join("dream-sharp");
+    let model = DiffusionLm::from_dir(dir, &LoadOptions::frozen()).unwrap();
+    let mut checked = 0;
+    for c in cases("dream.json").iter().filter(|c| c["alg"] == "confidence_threshold") {
+        let n = c["max_new_tokens"].as_u64().unwrap() as usize;
+        let cfg = DecodeConfig {
+            gen_length: n,
+            block_length: n,
+            steps: c["steps"].as_u64().unwrap() as usize,
+            position: PositionRule::DreamThreshold { tau: c["threshold"].as_f64().unwrap() },
+            ..DecodeConfig::default()
+        };
+        let prompts = vec![ids(&c["prompt"])];
+        let batch = DecodeBatch::new(&prompts, 1, 127);
+        let t = decode(&model, &cfg, &batch, RngKey::new(0), &Device::Cpu).unwrap();
+        assert_eq!(t.tokens.get(0).unwrap().to_vec1::<u32>().unwrap(), ids(&c["output"]), "{c}");
+        assert_eq!(t.evaluations, c["used_steps"].as_u64().unwrap() as usize, "{c}");
+        checked += 1;
+    }
+    assert_eq!(checked, 6);
+}

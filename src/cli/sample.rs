@@ -27,7 +27,7 @@ use serde_json::json;
 use super::usage;
 
 /// The position rule named `name` (`low_confidence`, `margin`, `entropy`, `random`,
-/// `threshold` with `tau`, `origin`).
+/// `threshold` or `dream_threshold` with `tau`, `origin`).
 pub fn position_rule(name: &str, tau: f64) -> Result<PositionRule> {
     Ok(match name {
         "low_confidence" => PositionRule::LowConfidence,
@@ -36,9 +36,11 @@ pub fn position_rule(name: &str, tau: f64) -> Result<PositionRule> {
         "random" => PositionRule::Random,
         "origin" => PositionRule::Origin { eps: 1e-3 },
         "threshold" => PositionRule::Threshold { tau },
+        "dream_threshold" => PositionRule::DreamThreshold { tau },
         other => {
             return Err(usage(format!(
-                "--rule {other:?}: expected low_confidence, margin, entropy, random, threshold or origin"
+                "--rule {other:?}: expected low_confidence, margin, entropy, random, threshold, \
+                 dream_threshold or origin"
             )))
         }
     })

@@ -28,6 +28,7 @@ pub fn rule_name(rule: &PositionRule) -> String {
         PositionRule::Entropy => "entropy".into(),
         PositionRule::Origin { .. } => "origin".into(),
         PositionRule::Threshold { tau } => format!("threshold({tau})"),
+        PositionRule::DreamThreshold { tau } => format!("dream_threshold({tau})"),
     }
 }
 

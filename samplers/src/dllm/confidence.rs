@@ -45,6 +45,7 @@ pub fn rule_confidence(
     Ok(match rule {
         PositionRule::LowConfidence
         | PositionRule::Threshold { .. }
+        | PositionRule::DreamThreshold { .. }
         | PositionRule::Origin { .. } => stats.log_p_x0.exp()?,
         PositionRule::Random => random_u.to_dtype(DType::F32)?,
         PositionRule::Margin => stats.margin.clone(),

@@ -54,13 +54,22 @@ pub enum PositionRule {
         /// Confidence threshold `τ ∈ [0, 1]`. Fast-dLLM's default 0.9.
         tau: f64,
     },
+    /// Dream's `confidence_threshold` (Fast-dLLM's Dream `diffusion_generate`): each step has a
+    /// budget, `m₀/N` (the block's masked count over its steps) plus the positions the previous
+    /// step declined; of the budget's most confident masked positions the first is committed
+    /// and the others only when `p(x0) ≥ τ`, the declined ones carried over. When the last step
+    /// declines any, one more step is added with no new budget, until the block is done.
+    DreamThreshold {
+        /// Confidence threshold `τ ∈ [0, 1]`. Dream's default 0.9.
+        tau: f64,
+    },
 }
 
 impl PositionRule {
     /// Whether the rule commits LLaDA's quota per step (and so can be replaced by an
     /// order policy).
     pub fn uses_quota(&self) -> bool {
-        !matches!(self, Self::Origin { .. } | Self::Threshold { .. })
+        !matches!(self, Self::Origin { .. } | Self::Threshold { .. } | Self::DreamThreshold { .. })
     }
 }
 
@@ -177,13 +186,32 @@ impl DecodeConfig {
                 format!("a positive divisor of gen_length = {}", self.gen_length),
             ));
         }
-        if self.position.uses_quota() || matches!(self.position, PositionRule::Origin { .. }) {
+        if self.position.uses_quota()
+            || matches!(
+                self.position,
+                PositionRule::Origin { .. } | PositionRule::DreamThreshold { .. }
+            )
+        {
             let blocks = self.blocks();
             if self.steps == 0 || self.steps % blocks != 0 {
                 return Err(config_err(
                     "steps",
                     self.steps,
                     format!("a positive multiple of the number of blocks ({blocks})"),
+                ));
+            }
+        }
+        if let PositionRule::DreamThreshold { .. } = self.position {
+            let spb = self.steps_per_block();
+            if self.block_length % spb != 0 {
+                return Err(config_err(
+                    "steps",
+                    self.steps,
+                    format!(
+                        "steps per block ({spb}) dividing block_length = {} (Dream's \
+                         confidence_threshold gives each step an equal budget)",
+                        self.block_length
+                    ),
                 ));
             }
         }
@@ -220,8 +248,10 @@ impl DecodeConfig {
             PositionRule::Origin { eps } if !(eps > 0.0 && eps < 1.0) => {
                 return Err(config_err("position.origin.eps", eps, "a number in (0, 1)"));
             }
-            PositionRule::Threshold { tau } if !(0.0..=1.0).contains(&tau) => {
-                return Err(config_err("position.threshold.tau", tau, "a number in [0, 1]"));
+            PositionRule::Threshold { tau } | PositionRule::DreamThreshold { tau }
+                if !(0.0..=1.0).contains(&tau) =>
+            {
+                return Err(config_err("position.tau", tau, "a number in [0, 1]"));
             }
             _ => {}
         }

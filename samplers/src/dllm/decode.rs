@@ -33,8 +33,8 @@ use super::order::{OrderDecision, OrderFeatures, OrderInput, OrderPolicy};
 use super::proposal::{cumsum_last, propose};
 use super::quota::{dream_transfer_count, num_transfer_tokens};
 use super::select::{
-    gumbel_perturb, mask_ineligible, origin_mask, origin_probability, row_counts, threshold_mask,
-    top_n_mask,
+    capped_threshold_mask, gumbel_perturb, mask_ineligible, origin_mask, origin_probability,
+    row_counts, threshold_mask, top_n_mask,
 };
 use super::trajectory::{Trajectory, NEVER_COMMITTED, PROMPT_STEP};
 use crate::MaskPredictor;
@@ -377,6 +377,35 @@ impl<'m, M: MaskPredictor + ?Sized> Decoder<'m, M> {
                         }
                     }
                 }
+                PositionRule::DreamThreshold { tau } => {
+                    // Per row, as Dream's batch-1 loop: the step budget, the declined positions
+                    // carried to the next step, and the step count, which grows by one when the
+                    // last step declines any.
+                    let b = self.b();
+                    let (mut per, mut left, mut steps) =
+                        (vec![bl / spb; b], vec![0; b], vec![spb; b]);
+                    let mut i = 0;
+                    while (0..b).any(|r| i < steps[r]) {
+                        let budget: Vec<u32> = (0..b)
+                            .map(|r| if i < steps[r] { (per[r] + left[r]) as u32 } else { 0 })
+                            .collect();
+                        let kept = self.capped_threshold_step(start, &budget, tau)?;
+                        for r in 0..b {
+                            if i >= steps[r] {
+                                continue;
+                            }
+                            left[r] = (budget[r] - kept[r]) as usize;
+                            if left[r] > 0 && i + 1 == steps[r] {
+                                per[r] = 0;
+                                steps[r] += 1;
+                            }
+                        }
+                        i += 1;
+                        if self.all_frozen {
+                            break 'blocks;
+                        }
+                    }
+                }
                 _ => {
                     // Every quota step commits exactly its count in each active row, so the
                     // positions still masked are known on the host.
@@ -485,6 +514,26 @@ impl<'m, M: MaskPredictor + ?Sized> Decoder<'m, M> {
             });
         }
         Ok(())
+    }
+
+    /// One step of Dream's `confidence_threshold` with per-row budgets; returns how many
+    /// positions each row committed.
+    fn capped_threshold_step(
+        &mut self,
+        start: usize,
+        budget: &[u32],
+        tau: f64,
+    ) -> Result<Vec<u32>> {
+        let bl = self.cfg.block_length;
+        let comp = self.completion_logits()?;
+        let eligible = self.open_positions()?.narrow(1, start, bl)?;
+        let (x0, stats) = self.propose_block(&comp, start)?;
+        let conf = mask_ineligible(&stats.log_p_x0.exp()?, &eligible)?;
+        let active = self.frozen.eq(0u8)?.to_dtype(DType::U32)?;
+        let budget = (Tensor::from_vec(budget.to_vec(), budget.len(), &self.device)? * active)?;
+        let commit = capped_threshold_mask(&conf, &eligible, &budget, tau)?;
+        self.commit(&commit, &x0, &stats.log_p_x0, start)?;
+        self.sync(vec![row_counts(&commit)?])
     }
 
     /// One threshold step; returns the number of positions of the block still open.

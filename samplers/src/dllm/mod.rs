@@ -29,7 +29,7 @@ pub use order::{
 pub use proposal::{cumsum_last, filter_top_k, filter_top_p, propose};
 pub use quota::{dream_transfer_count, num_transfer_tokens};
 pub use select::{
-    gumbel_perturb, mask_ineligible, origin_mask, origin_probability, row_counts, threshold_mask,
-    top_n_mask,
+    capped_threshold_mask, gumbel_perturb, mask_ineligible, origin_mask, origin_probability,
+    row_counts, threshold_mask, top_n_mask,
 };
 pub use trajectory::{Trajectory, NEVER_COMMITTED, PROMPT_STEP};

@@ -42,6 +42,21 @@ pub fn threshold_mask(conf: &Tensor, eligible: &Tensor, any: &Tensor, tau: f64) 
     Ok(top1.maximum(&above)?)
 }
 
+/// Dream's `confidence_threshold` commit `[B, M]` u8: of the `budget[b]` (u32) highest scores
+/// of row `b`, the first, and the others whose score is at least `tau`, all restricted to
+/// `eligible`.
+pub fn capped_threshold_mask(
+    conf: &Tensor,
+    eligible: &Tensor,
+    budget: &Tensor,
+    tau: f64,
+) -> Result<Tensor> {
+    let top = top_n_mask(conf, budget)?;
+    let first = top_n_mask(conf, &budget.minimum(1u32)?)?;
+    let above = conf.ge(tau)?;
+    Ok(((top * eligible)? * first.maximum(&above)?)?)
+}
+
 /// Dream's origin rule: each eligible position is revealed with probability `p` (`u < p`).
 pub fn origin_mask(eligible: &Tensor, u: &Tensor, p: f64) -> Result<Tensor> {
     Ok((u.lt(p)? * eligible)?)
