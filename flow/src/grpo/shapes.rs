@@ -246,6 +246,15 @@ fn named(term: &RewardTerm) -> Result<Arc<ImageReward<Prompt>>> {
 /// The reward of `terms`: the named reward itself for one term of weight 1, else their
 /// weighted sum `Σ wᵢ rᵢ` (a failing term scores 0 and is recorded).
 pub fn shapes_reward(terms: &[RewardTerm]) -> Result<Arc<ImageReward<Prompt>>> {
+    weighted_reward(terms, named)
+}
+
+/// The reward of `terms` with each term built by `named`: the term itself for one term of
+/// weight 1, else the weighted sum `Σ wᵢ rᵢ`.
+pub(crate) fn weighted_reward<P: Send + Sync + 'static>(
+    terms: &[RewardTerm],
+    named: impl Fn(&RewardTerm) -> Result<Arc<ImageReward<P>>>,
+) -> Result<Arc<ImageReward<P>>> {
     match terms {
         [] => Err(FlowModelError::Config {
             field: "rewards",
@@ -255,7 +264,7 @@ pub fn shapes_reward(terms: &[RewardTerm]) -> Result<Arc<ImageReward<Prompt>>> {
         [t] if t.weight == 1.0 => named(t),
         _ => {
             let name = terms.iter().map(|t| format!("{}*{}", t.weight, t.name)).collect::<Vec<_>>();
-            let mut sum = Weighted::<ImageSample<Prompt>>::new(name.join("+"));
+            let mut sum = Weighted::<ImageSample<P>>::new(name.join("+"));
             for t in terms {
                 sum = sum.with(t.weight, named(t)?).map_err(|e| FlowModelError::Config {
                     field: "rewards.weight",
@@ -263,7 +272,7 @@ pub fn shapes_reward(terms: &[RewardTerm]) -> Result<Arc<ImageReward<Prompt>>> {
                     expected: "a finite weight".into(),
                 })?;
             }
-            Ok(Arc::new(sum) as Arc<dyn Reward<ImageSample<Prompt>>>)
+            Ok(Arc::new(sum) as Arc<dyn Reward<ImageSample<P>>>)
         }
     }
 }

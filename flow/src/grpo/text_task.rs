@@ -8,12 +8,10 @@ use std::sync::Arc;
 
 use candle_core::{Device, Tensor};
 use drift_core::rng::RngKey;
-use drift_rewards::combine::Weighted;
 use drift_rewards::http::PromptText;
 use drift_rewards::image::{Image, JpegCompressibility, JpegIncompressibility};
-use drift_rewards::reward::{ImageSample, Reward};
 
-use super::shapes::{http_reward, RewardTerm};
+use super::shapes::{http_reward, weighted_reward, RewardTerm};
 use super::task::{ImageReward, ImageTask};
 use crate::error::{FlowModelError, Result};
 
@@ -167,26 +165,7 @@ fn text_named(term: &RewardTerm) -> Result<Arc<ImageReward<TextPrompt>>> {
 /// The reward of `terms` over free-text prompts: one term of weight 1 itself, else the
 /// weighted sum `Σ wᵢ rᵢ`.
 pub fn text_reward(terms: &[RewardTerm]) -> Result<Arc<ImageReward<TextPrompt>>> {
-    match terms {
-        [] => Err(FlowModelError::Config {
-            field: "rewards",
-            value: "[]".into(),
-            expected: "at least one reward term".into(),
-        }),
-        [t] if t.weight == 1.0 => text_named(t),
-        _ => {
-            let name = terms.iter().map(|t| format!("{}*{}", t.weight, t.name)).collect::<Vec<_>>();
-            let mut sum = Weighted::<ImageSample<TextPrompt>>::new(name.join("+"));
-            for t in terms {
-                sum = sum.with(t.weight, text_named(t)?).map_err(|e| FlowModelError::Config {
-                    field: "rewards.weight",
-                    value: e.to_string(),
-                    expected: "a finite weight".into(),
-                })?;
-            }
-            Ok(Arc::new(sum) as Arc<dyn Reward<ImageSample<TextPrompt>>>)
-        }
-    }
+    weighted_reward(terms, text_named)
 }
 
 #[cfg(test)]

@@ -44,6 +44,27 @@ pub fn read_sd3_config(dir: &Path) -> Result<Sd3Config> {
     Ok(cfg)
 }
 
+/// The weight files of `dir` named `{stem}.safetensors`, or every shard its
+/// `{stem}.safetensors.index.json` names (Hugging Face's sharded layout).
+pub(crate) fn safetensors_files(dir: &Path, stem: &str) -> Result<Vec<PathBuf>> {
+    let single = dir.join(format!("{stem}.safetensors"));
+    if single.is_file() {
+        return Ok(vec![single]);
+    }
+    let index = dir.join(format!("{stem}.safetensors.index.json"));
+    let text = std::fs::read_to_string(&index).map_err(|e| file_err(&index, e))?;
+    let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| file_err(&index, e))?;
+    let map = v
+        .get("weight_map")
+        .and_then(|m| m.as_object())
+        .ok_or_else(|| file_err(&index, "no `weight_map` object"))?;
+    let mut shards: Vec<PathBuf> =
+        map.values().filter_map(|f| f.as_str()).map(|f| dir.join(f)).collect();
+    shards.sort();
+    shards.dedup();
+    Ok(shards)
+}
+
 /// Every tensor of the folder's weights, converted to `dtype`: the single
 /// `diffusion_pytorch_model.safetensors`, or every shard its `.index.json` names.
 pub fn read_sd3_weights(
@@ -52,23 +73,7 @@ pub fn read_sd3_weights(
     device: &Device,
 ) -> Result<HashMap<String, Tensor>> {
     let dir = transformer_dir(dir)?;
-    let single = dir.join("diffusion_pytorch_model.safetensors");
-    let files: Vec<PathBuf> = if single.is_file() {
-        vec![single]
-    } else {
-        let index = dir.join("diffusion_pytorch_model.safetensors.index.json");
-        let text = std::fs::read_to_string(&index).map_err(|e| file_err(&index, e))?;
-        let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| file_err(&index, e))?;
-        let map = v
-            .get("weight_map")
-            .and_then(|m| m.as_object())
-            .ok_or_else(|| file_err(&index, "no `weight_map` object"))?;
-        let mut shards: Vec<PathBuf> =
-            map.values().filter_map(|f| f.as_str()).map(|f| dir.join(f)).collect();
-        shards.sort();
-        shards.dedup();
-        shards
-    };
+    let files = safetensors_files(&dir, "diffusion_pytorch_model")?;
     let mut out = HashMap::new();
     for f in files {
         let tensors = candle_core::safetensors::load(&f, device).map_err(|e| file_err(&f, e))?;

@@ -28,23 +28,7 @@ fn file_err(path: &Path, reason: impl ToString) -> FlowModelError {
 pub const CLIP_TOKENS: usize = 77;
 
 fn weights_vb(dir: &Path, dtype: DType, device: &Device) -> Result<VarBuilder<'static>> {
-    let single = dir.join("model.safetensors");
-    let files: Vec<std::path::PathBuf> = if single.is_file() {
-        vec![single]
-    } else {
-        let index = dir.join("model.safetensors.index.json");
-        let text = std::fs::read_to_string(&index).map_err(|e| file_err(&index, e))?;
-        let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| file_err(&index, e))?;
-        let map = v
-            .get("weight_map")
-            .and_then(|m| m.as_object())
-            .ok_or_else(|| file_err(&index, "no `weight_map` object"))?;
-        let mut shards: Vec<_> =
-            map.values().filter_map(|f| f.as_str()).map(|f| dir.join(f)).collect();
-        shards.sort();
-        shards.dedup();
-        shards
-    };
+    let files = super::io::safetensors_files(dir, "model")?;
     // SAFETY: the files are memory-mapped read-only and not modified while the encoders live.
     unsafe { VarBuilder::from_mmaped_safetensors(&files, dtype, device) }
         .map_err(|e| file_err(dir, e))
