@@ -243,6 +243,36 @@ fn quotas_match_llada() -> Result<()> {
     Ok(())
 }
 
+/// Dream's capped threshold. τ = 1: only each step's first pick passes, the rest of the budget
+/// is carried, and the block's last step keeps adding a step: one commit per evaluation, 4 per
+/// block of 4 whatever the 2 steps asked. τ = 0: every pick of the budget (4/2 = 2) passes,
+/// so each block takes exactly its 2 steps.
+#[test]
+fn dream_threshold_extremes() -> Result<()> {
+    let mut c = cfg(8, 4, 4);
+    c.position = PositionRule::DreamThreshold { tau: 1.0 };
+    let t = run(&c, &[vec![1, 2], vec![3, 4]], 2);
+    assert_eq!(t.evaluations, 8);
+    for row in t.completion(&t.commit_step)?.to_vec2::<i64>()? {
+        let mut s = row.clone();
+        s.sort_unstable();
+        assert_eq!(s, (0..8).collect::<Vec<i64>>());
+    }
+    c.position = PositionRule::DreamThreshold { tau: 0.0 };
+    let t = run(&c, &[vec![1, 2], vec![3, 4]], 2);
+    assert_eq!(t.evaluations, 4);
+    for row in t.completion(&t.commit_step)?.to_vec2::<i64>()? {
+        let mut s = row.clone();
+        s.sort_unstable();
+        assert_eq!(s, vec![0, 0, 1, 1, 2, 2, 3, 3]);
+    }
+    // Steps per block must divide the block (an equal budget per step).
+    let mut bad = cfg(8, 4, 6);
+    bad.position = PositionRule::DreamThreshold { tau: 0.5 };
+    assert!(bad.validate(16, 15).unwrap_err().to_string().contains("steps"));
+    Ok(())
+}
+
 #[test]
 fn threshold_extremes() -> Result<()> {
     // τ = 1: nothing reaches p = 1, so only the top-1 is committed, one per step.
