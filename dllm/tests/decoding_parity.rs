@@ -9,7 +9,9 @@ mod common;
 use candle_core::Device;
 use drift_core::rng::RngKey;
 use drift_dllm::model::{DiffusionLm, LoadOptions};
-use drift_samplers::dllm::{decode, DecodeBatch, DecodeConfig, PositionRule, TransferSchedule};
+use drift_samplers::dllm::{
+    decode, DecodeBatch, DecodeConfig, KvCacheMode, PositionRule, TransferSchedule,
+};
 use serde_json::Value;
 
 fn cases(file: &str) -> Vec<Value> {
@@ -30,12 +32,20 @@ fn drift_output(model: &DiffusionLm, prompt: Vec<u32>, cfg: &DecodeConfig) -> Ve
     t.tokens.get(0).unwrap().to_vec1::<u32>().unwrap()
 }
 
+/// LLaDA's three decoders: plain `generate`, and Fast-dLLM's `generate_with_prefix_cache` and
+/// `generate_with_dual_cache` (outputs and forward passes), each with LLaDA's quota and with
+/// the threshold rule.
 #[test]
-fn llada_generate_is_reproduced_token_for_token() {
+fn llada_generate_and_its_cached_variants_are_reproduced_token_for_token() {
     let model =
         DiffusionLm::from_dir(common::fixture("llada-tiny"), &LoadOptions::frozen()).unwrap();
     let mut checked = 0;
-    for c in cases("llada.json").iter().filter(|c| c["function"] == "generate") {
+    for c in cases("llada.json") {
+        let kv_cache = match c["function"].as_str().unwrap() {
+            "generate" => KvCacheMode::None,
+            "generate_with_prefix_cache" => KvCacheMode::Prefix,
+            _ => KvCacheMode::Dual,
+        };
         let position = match c["threshold"].as_f64() {
             None => PositionRule::LowConfidence,
             Some(tau) => PositionRule::Threshold { tau },
@@ -45,13 +55,17 @@ fn llada_generate_is_reproduced_token_for_token() {
             block_length: c["block_length"].as_u64().unwrap() as usize,
             steps: c["steps"].as_u64().unwrap() as usize,
             position,
+            kv_cache,
             ..DecodeConfig::default()
         };
-        let out = drift_output(&model, ids(&c["prompt"]), &cfg);
-        assert_eq!(out, ids(&c["output"]), "{c}");
+        let prompts = vec![ids(&c["prompt"])];
+        let batch = DecodeBatch::new(&prompts, 1, 127);
+        let t = decode(&model, &cfg, &batch, RngKey::new(0), &Device::Cpu).unwrap();
+        assert_eq!(t.tokens.get(0).unwrap().to_vec1::<u32>().unwrap(), ids(&c["output"]), "{c}");
+        assert_eq!(t.evaluations, c["nfe"].as_u64().unwrap() as usize, "{c}");
         checked += 1;
     }
-    assert_eq!(checked, 12);
+    assert_eq!(checked, 36);
 }
 
 #[test]

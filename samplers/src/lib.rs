@@ -22,4 +22,20 @@ pub trait MaskPredictor {
     fn mask_id(&self) -> u32;
     /// The vocabulary size `V`.
     fn vocab_size(&self) -> usize;
+    /// Whether [`MaskPredictor::cached_logits`] is implemented (Fast-dLLM's key/value caches).
+    /// Default false.
+    fn supports_kv_cache(&self) -> bool {
+        false
+    }
+    /// Logits `[B, T_in, V]` (f32) of the input positions under `op`, reading or writing
+    /// `cache` (`dllm::KvCache`); position `i` scores the token at `i`. The default has no
+    /// cache and errors.
+    fn cached_logits(
+        &self,
+        _ids: &Tensor,
+        _op: dllm::CacheOp,
+        _cache: &mut dllm::KvCache,
+    ) -> candle_core::Result<Tensor> {
+        Err(candle_core::Error::Msg("this model has no key/value cache".into()))
+    }
 }

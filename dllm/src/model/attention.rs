@@ -13,6 +13,8 @@ use drift_core::ops;
 
 use drift_core::nn::Linear;
 
+use drift_samplers::dllm::CacheOp;
+
 use super::layers::{linear, Rotary};
 use crate::error::{DllmError, Result};
 
@@ -126,6 +128,66 @@ impl Attention {
             out = out.broadcast_mul(&m.query_keep)?;
         }
         let out = out.transpose(1, 2)?.reshape((b, t, s.hidden))?;
+        Ok(self.o.forward(&out)?)
+    }
+}
+
+impl Attention {
+    /// Attention of the input positions under a Fast-dLLM cache operation (no padding mask):
+    /// `x: [B, T_in, hidden]` holds positions `start..start + T_in` of a sequence whose rotary
+    /// tables `rope` cover every position. `Record` stores this layer's keys and values in
+    /// `layer`; `Prefix` attends to the stored `0..start` followed by the input's own; `Dual`
+    /// attends to the stored sequence with the input's positions replaced by its own.
+    pub fn forward_cached(
+        &self,
+        x: &Tensor,
+        rope: &(Tensor, Tensor),
+        op: CacheOp,
+        layer: &mut Option<(Tensor, Tensor)>,
+    ) -> Result<Tensor> {
+        let (b, t, _) = x.dims3()?;
+        let s = self.spec;
+        let start = match op {
+            CacheOp::Record => 0,
+            CacheOp::Prefix { start } | CacheOp::Dual { start } => start,
+        };
+        let (cos, sin) = (rope.0.narrow(0, start, t)?, rope.1.narrow(0, start, t)?);
+        let q = Rotary::apply(&self.heads(&self.q.forward(x)?, s.n_heads)?, &cos, &sin)?;
+        let k = Rotary::apply(&self.heads(&self.k.forward(x)?, s.n_kv_heads)?, &cos, &sin)?;
+        let v = self.heads(&self.v.forward(x)?, s.n_kv_heads)?;
+        let missing = || DllmError::Input {
+            name: "cache",
+            got: "no recorded keys and values".into(),
+            expected: "a Record forward before Prefix or Dual".into(),
+        };
+        let (k, v) = match op {
+            CacheOp::Record => {
+                *layer = Some((k.clone(), v.clone()));
+                (k, v)
+            }
+            CacheOp::Prefix { start } => {
+                let (pk, pv) = layer.as_ref().ok_or_else(missing)?;
+                (
+                    Tensor::cat(&[&pk.narrow(2, 0, start)?, &k], 2)?,
+                    Tensor::cat(&[&pv.narrow(2, 0, start)?, &v], 2)?,
+                )
+            }
+            CacheOp::Dual { start } => {
+                let (pk, pv) = layer.as_ref().ok_or_else(missing)?;
+                let total = pk.dim(2)?;
+                let splice = |old: &Tensor, new: &Tensor| -> Result<Tensor> {
+                    let after = old.narrow(2, start + t, total - start - t)?;
+                    Ok(Tensor::cat(&[&old.narrow(2, 0, start)?, new, &after], 2)?)
+                };
+                (splice(pk, &k)?, splice(pv, &v)?)
+            }
+        };
+        let groups = s.n_heads / s.n_kv_heads;
+        let (k, v) = (repeat_kv(&k, groups)?, repeat_kv(&v, groups)?);
+        let scale = 1.0 / (s.head_dim() as f64).sqrt();
+        let scores = (q.contiguous()?.matmul(&k.t()?.contiguous()?)? * scale)?;
+        let probs = ops::softmax_last_dim(&scores.to_dtype(DType::F32)?)?.to_dtype(v.dtype())?;
+        let out = probs.matmul(&v.contiguous()?)?.transpose(1, 2)?.reshape((b, t, s.hidden))?;
         Ok(self.o.forward(&out)?)
     }
 }

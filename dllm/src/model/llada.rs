@@ -19,6 +19,8 @@ use super::attention::{Attention, AttentionSpec, PaddingMask};
 use super::config::{check_heads, unsupported};
 use drift_core::nn::Linear;
 
+use drift_samplers::dllm::{CacheOp, KvCache};
+
 use super::layers::{linear, RmsNorm, Rotary, SwiGlu, WEIGHT_INIT};
 use crate::error::Result;
 
@@ -248,6 +250,19 @@ impl LladaBlock {
         })
     }
 
+    /// [`LladaBlock::forward`] under a Fast-dLLM cache operation (`Attention::forward_cached`).
+    pub fn forward_cached(
+        &self,
+        x: &Tensor,
+        rope: &(Tensor, Tensor),
+        op: CacheOp,
+        layer: &mut Option<(Tensor, Tensor)>,
+    ) -> Result<Tensor> {
+        let a = self.attn.forward_cached(&self.attn_norm.forward(x)?, rope, op, layer)?;
+        let x = (x + a)?;
+        Ok((&x + self.mlp.forward(&self.ff_norm.forward(&x)?)?)?)
+    }
+
     /// Pre-norm residual block on `x: [B, T, d_model]`.
     pub fn forward(
         &self,
@@ -295,6 +310,35 @@ impl LladaModel {
             logit_scale: cfg.scale_logits.then(|| 1.0 / (cfg.d_model as f64).sqrt()),
             dtype: vb.dtype(),
         })
+    }
+
+    /// Raw logits `[B, T_in, embedding_size]` (f32) of `ids: [B, T_in]` under a Fast-dLLM cache
+    /// operation (no padding): `Record` runs the whole sequence and fills `cache`; `Prefix` and
+    /// `Dual` run positions `start..start + T_in` of the recorded sequence against it.
+    pub fn forward_cached(&self, ids: &Tensor, op: CacheOp, cache: &mut KvCache) -> Result<Tensor> {
+        let (_, t) = ids.dims2()?;
+        let total = match op {
+            CacheOp::Record => {
+                cache.layers.clear();
+                t
+            }
+            CacheOp::Prefix { start } => start + t,
+            CacheOp::Dual { .. } => cache.len(),
+        };
+        let rope = self.rotary.tables(total)?;
+        let mut x = self.wte.forward(ids)?;
+        for (i, block) in self.blocks.iter().enumerate() {
+            let mut layer = cache.layers.get(i).cloned();
+            x = block.forward_cached(&x, &rope, op, &mut layer)?;
+            if op == CacheOp::Record {
+                cache.layers.push(layer.expect("a Record forward stores its layer"));
+            }
+        }
+        let mut logits = self.lm_head.forward(&self.ln_f.forward(&x)?)?;
+        if let Some(s) = self.logit_scale {
+            logits = (logits * s)?;
+        }
+        Ok(logits.to_dtype(DType::F32)?)
     }
 
     /// Raw logits `[B, T, embedding_size]` in f32 for `ids: [B, T]`, with an optional padding

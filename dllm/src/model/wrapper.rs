@@ -252,4 +252,21 @@ impl MaskPredictor for DiffusionLm {
     fn vocab_size(&self) -> usize {
         self.config.logit_width()
     }
+    /// LLaDA has Fast-dLLM's caches; Dream's shifted logits are not wired to them yet.
+    fn supports_kv_cache(&self) -> bool {
+        matches!(self.net, Network::Llada(_))
+    }
+    fn cached_logits(
+        &self,
+        ids: &Tensor,
+        op: drift_samplers::dllm::CacheOp,
+        cache: &mut drift_samplers::dllm::KvCache,
+    ) -> candle_core::Result<Tensor> {
+        match &self.net {
+            Network::Llada(m) => m.forward_cached(ids, op, cache).map_err(DllmError::into_candle),
+            Network::Dream(_) => Err(candle_core::Error::Msg(
+                "key/value caches are implemented for LLaDA only".into(),
+            )),
+        }
+    }
 }

@@ -109,6 +109,11 @@ pub struct DecodeConfig {
     pub position: PositionRule,
     /// How many positions a quota rule commits per step. Default LLaDA's.
     pub schedule: TransferSchedule,
+    /// Fast-dLLM's key/value cache (`none`, `prefix`, `dual`): each block's first step runs the
+    /// whole sequence and records it, the later steps run part of it against the record (an
+    /// approximation; arXiv 2505.22618). Needs a model that supports it (LLaDA), prompts of
+    /// one length, no guidance and no order policy. Default none.
+    pub kv_cache: super::cache::KvCacheMode,
     /// With `alg_temp > 0`, quota rules sample their positions without replacement from
     /// `softmax(conf / alg_temp)` instead of taking the top-n (Dream). Default 0.
     pub alg_temp: f64,
@@ -137,6 +142,7 @@ impl Default for DecodeConfig {
             proposal: ProposalConfig::default(),
             position: PositionRule::LowConfidence,
             schedule: TransferSchedule::Llada,
+            kv_cache: super::cache::KvCacheMode::None,
             alg_temp: 0.0,
             guidance: None,
             cfg_scale: None,
@@ -238,6 +244,13 @@ impl DecodeConfig {
                     "unset when cfg_scale (LLaDA's alias, guidance = cfg_scale + 1) is set",
                 ));
             }
+        }
+        if self.kv_cache != super::cache::KvCacheMode::None && self.guidance_weight().is_some() {
+            return Err(config_err(
+                "kv_cache",
+                format!("{:?}", self.kv_cache),
+                "none when guidance or cfg_scale is set (the caches hold the conditional pass only)",
+            ));
         }
         if let TransferSchedule::Dream { eps } = self.schedule {
             if !(eps > 0.0 && eps < 1.0) {

@@ -26,6 +26,7 @@
 use candle_core::{DType, Device, Tensor, D};
 use drift_core::rng::RngKey;
 
+use super::cache::{CacheOp, KvCache, KvCacheMode};
 use super::confidence::{rule_confidence, token_stats};
 use super::config::{DecodeConfig, PositionRule, TransferSchedule};
 use super::error::{config_err, DecodeError, Result};
@@ -233,6 +234,11 @@ struct Decoder<'m, M: ?Sized> {
     all_frozen: bool,
     order_lp: Vec<Tensor>,
     step: usize,
+    /// Fast-dLLM's record and where the current block starts in the completion; `record_next`
+    /// is set at each block's start so its first step records.
+    cache: KvCache,
+    block_start: usize,
+    record_next: bool,
 }
 
 impl<'m, M: MaskPredictor + ?Sized> Decoder<'m, M> {
@@ -286,6 +292,22 @@ impl<'m, M: MaskPredictor + ?Sized> Decoder<'m, M> {
             }
         }
         let ragged = batch.prompts.iter().any(|q| q.len() != p);
+        if cfg.kv_cache != KvCacheMode::None {
+            if !model.supports_kv_cache() {
+                return Err(input_err(
+                    "kv_cache",
+                    format!("{:?}", cfg.kv_cache),
+                    "a model with key/value caches (LLaDA), or kv_cache = none",
+                ));
+            }
+            if ragged || policy.is_some() {
+                return Err(input_err(
+                    "kv_cache",
+                    format!("{:?}", cfg.kv_cache),
+                    "prompts of one length and no order policy, or kv_cache = none",
+                ));
+            }
+        }
         Ok(Self {
             model,
             cfg,
@@ -313,6 +335,9 @@ impl<'m, M: MaskPredictor + ?Sized> Decoder<'m, M> {
             all_frozen: false,
             order_lp: Vec::new(),
             step: 0,
+            cache: KvCache::default(),
+            block_start: 0,
+            record_next: true,
         })
     }
 
@@ -329,8 +354,44 @@ impl<'m, M: MaskPredictor + ?Sized> Decoder<'m, M> {
         Ok(u.maximum(1e-30)?)
     }
 
+    /// The completion's logits `[B, L, V]` under the key/value cache: the block's first step
+    /// records the whole sequence; later ones run the block and what follows it (prefix) or the
+    /// block alone (dual) against the record. Columns the pass did not compute are zero (the
+    /// rules read only the current block).
+    fn cached_completion_logits(&mut self) -> Result<Tensor> {
+        let (b, p, l, v) = (self.b(), self.p, self.l, self.vocab);
+        let (start, bl) = (self.block_start, self.cfg.block_length);
+        let abs = p + start;
+        let logits = if std::mem::take(&mut self.record_next) {
+            self.model
+                .cached_logits(&self.ids, CacheOp::Record, &mut self.cache)?
+                .narrow(1, p, l)?
+        } else {
+            let (input, op) = match self.cfg.kv_cache {
+                KvCacheMode::Dual => (self.ids.narrow(1, abs, bl)?, CacheOp::Dual { start: abs }),
+                _ => (self.ids.narrow(1, abs, p + l - abs)?, CacheOp::Prefix { start: abs }),
+            };
+            let part = self.model.cached_logits(&input, op, &mut self.cache)?;
+            let n = part.dim(1)?;
+            let mut cols = Vec::with_capacity(3);
+            if start > 0 {
+                cols.push(Tensor::zeros((b, start, v), part.dtype(), &self.device)?);
+            }
+            cols.push(part);
+            if start + n < l {
+                cols.push(Tensor::zeros((b, l - start - n, v), DType::F32, &self.device)?);
+            }
+            Tensor::cat(&cols, 1)?
+        };
+        self.step += 1;
+        Ok(logits.to_dtype(DType::F32)?)
+    }
+
     /// One model evaluation: the (guided) logits of the completion, `[B, L, V]`.
     fn completion_logits(&mut self) -> Result<Tensor> {
+        if self.cfg.kv_cache != KvCacheMode::None {
+            return self.cached_completion_logits();
+        }
         let mask = self.pass_attention.then_some(&self.attention);
         let logits = match self.cfg.guidance_weight() {
             None => self.model.logits(&self.ids, mask)?.narrow(1, self.p, self.l)?,
@@ -365,6 +426,8 @@ impl<'m, M: MaskPredictor + ?Sized> Decoder<'m, M> {
         let spb = self.cfg.steps_per_block();
         'blocks: for block in 0..self.cfg.blocks() {
             let start = block * bl;
+            self.block_start = start;
+            self.record_next = true;
             match self.cfg.position {
                 PositionRule::Threshold { tau } => {
                     for _ in 0..bl {

@@ -5,6 +5,7 @@
 //! LLaDA's step quota, token proposals, per-position confidences, position selection and the
 //! [`OrderPolicy`] hook.
 
+mod cache;
 mod confidence;
 mod config;
 mod decode;
@@ -18,6 +19,7 @@ mod trajectory;
 #[cfg(test)]
 mod tests;
 
+pub use cache::{CacheOp, KvCache, KvCacheMode};
 pub use confidence::{rule_confidence, token_stats, TokenStats};
 pub use config::{DecodeConfig, PositionRule, ProposalConfig, TransferSchedule};
 pub use decode::{decode, decode_with_policy, guide, DecodeBatch, Padding};
