@@ -339,6 +339,7 @@ fn property_commit_once_prompt_fixed_evaluations_counted() -> Result<()> {
             },
             position,
             schedule: [TransferSchedule::Llada, TransferSchedule::Dream { eps: 1e-3 }][pick(16, 2)],
+            kv_cache: KvCacheMode::None,
             alg_temp: [0.0, 0.5][pick(8, 2)],
             guidance: None,
             cfg_scale: [None, Some(0.0), Some(1.5)][pick(9, 3)],
