@@ -15,7 +15,7 @@ use drift::samplers::flow::{rollout_sde, sample_ode, RolloutConfig, Schedule, Sc
 use serde_json::json;
 
 /// The cases `drift bench` knows.
-pub const CASES: &[&str] = &["matmul", "rng", "dllm", "flow", "branch", "sd3"];
+pub const CASES: &[&str] = &["matmul", "rng", "dllm", "decode_cache", "flow", "branch", "sd3"];
 
 /// Runs `cases` (all when empty) with `iters` timed repetitions each on `dev` (each timed run
 /// ends with a device synchronisation, so GPU times include the queued kernels).
@@ -30,6 +30,7 @@ pub fn run(cases: &[String], iters: usize, dev: &Device) -> Result<()> {
             "flow" => flow(iters, dev)?,
             "branch" => branch(iters, dev)?,
             "sd3" => sd3(iters, dev)?,
+            "decode_cache" => decode_cache(iters, dev)?,
             other => {
                 return Err(super::usage(format!(
                     "unknown bench case {other:?}: expected one of {CASES:?}"
@@ -371,5 +372,48 @@ fn sd3(iters: usize, dev: &Device) -> Result<()> {
         "threads": candle_core::utils::get_num_threads(),
     });
     outln!("{line}");
+    Ok(())
+}
+
+/// Semi-AR decoding of one prompt on a random LLaDA of the `small-50m` size (d 512, 12 layers,
+/// the ASCII vocabulary): prompt 64, gen 128, block 32, 128 steps, greedy low-confidence, with
+/// no cache and with Fast-dLLM's prefix and dual caches (drift's, `DecodeConfig.kv_cache`):
+/// median wall time, forward passes, and the speed-up over no cache.
+fn decode_cache(iters: usize, dev: &Device) -> Result<()> {
+    use drift::dllm::model::TinySize;
+    use drift::dllm::tokenizer::CharTokenizer;
+    use drift::samplers::dllm::{decode, DecodeBatch, DecodeConfig, KvCacheMode};
+    let tok = CharTokenizer::ascii();
+    let cfg = TinySize::Small50M.spec().llada(tok.vocab_spec());
+    let opts = LoadOptions { device: dev.clone(), ..LoadOptions::frozen() };
+    let model = DiffusionLm::init(cfg, RngKey::new(1), &opts)?;
+    let prompt: Vec<u32> = (0..64u32).map(|i| 4 + (i * 7) % 90).collect();
+    let prompts = vec![prompt];
+    let batch = DecodeBatch::new(&prompts, 1, 0);
+    let mut plain = None;
+    for mode in [KvCacheMode::None, KvCacheMode::Prefix, KvCacheMode::Dual] {
+        let dc = DecodeConfig {
+            gen_length: 128,
+            block_length: 32,
+            steps: 128,
+            kv_cache: mode,
+            ..DecodeConfig::default()
+        };
+        // One checked run first: the timed closure's errors would go unseen.
+        let mut evals = decode(&model, &dc, &batch, RngKey::new(0), dev)?.evaluations;
+        let secs = median_seconds(iters, || -> Result<()> {
+            evals = decode(&model, &dc, &batch, RngKey::new(0), dev)?.evaluations;
+            Ok(dev.synchronize()?)
+        });
+        let base = *plain.get_or_insert(secs);
+        let line = json!({
+            "case": "decode_cache", "model": "random llada small-50m", "params": model.num_parameters(),
+            "kv_cache": format!("{mode:?}").to_lowercase(), "batch": 1, "prompt": 64, "gen": 128,
+            "block": 32, "steps": 128, "forward_passes": evals, "seconds": secs,
+            "speedup_vs_no_cache": base / secs,
+            "threads": candle_core::utils::get_num_threads(),
+        });
+        outln!("{line}");
+    }
     Ok(())
 }
