@@ -378,7 +378,9 @@ fn sd3(iters: usize, dev: &Device) -> Result<()> {
 /// Semi-AR decoding of one prompt on a random LLaDA of the `small-50m` size (d 512, 12 layers,
 /// the ASCII vocabulary): prompt 64, gen 128, block 32, 128 steps, greedy low-confidence, with
 /// no cache and with Fast-dLLM's prefix and dual caches (drift's, `DecodeConfig.kv_cache`):
-/// median wall time, forward passes, and the speed-up over no cache.
+/// median wall time, forward passes, and the speed-up over no cache. The checkpoint is saved to
+/// `runs/bench/llada-small-50m` so `benches/peer/decode_cache.py` times Fast-dLLM's own code
+/// on it, line for line.
 fn decode_cache(iters: usize, dev: &Device) -> Result<()> {
     use drift::dllm::model::TinySize;
     use drift::dllm::tokenizer::CharTokenizer;
@@ -387,6 +389,11 @@ fn decode_cache(iters: usize, dev: &Device) -> Result<()> {
     let cfg = TinySize::Small50M.spec().llada(tok.vocab_spec());
     let opts = LoadOptions { device: dev.clone(), ..LoadOptions::frozen() };
     let model = DiffusionLm::init(cfg, RngKey::new(1), &opts)?;
+    // The same checkpoint for the PyTorch peer (`benches/peer/decode_cache.py`).
+    let saved = Path::new("runs/bench/llada-small-50m");
+    if !saved.join("model.safetensors").is_file() {
+        model.save_pretrained(saved)?;
+    }
     let prompt: Vec<u32> = (0..64u32).map(|i| 4 + (i * 7) % 90).collect();
     let prompts = vec![prompt];
     let batch = DecodeBatch::new(&prompts, 1, 0);
