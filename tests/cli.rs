@@ -902,6 +902,25 @@ fn train_flow_runs_lora_flow_grpo_on_an_sd3_folder() {
     let ((code, text), _) = run("partial", Some(&partial), "jpeg_compressibility");
     assert_eq!(code, 2, "{text}");
     assert!(text.contains("a green triangle"), "{text}");
+    // DiT-only settings are refused rather than ignored.
+    let out = dir.path().join("trainable");
+    let sd3 = format!("sd3={{embeddings=\"{}\", latent_side=8}}", full.display());
+    let (code, text) = drift(&[
+        "train",
+        "flow",
+        "--out",
+        out.to_str().unwrap(),
+        "--set",
+        &format!("base=\"{}\"", base.display()),
+        "--set",
+        &format!("prompts=\"{}\"", prompts.display()),
+        "--set",
+        &sd3,
+        "--set",
+        "trainable=[\"attn\"]",
+    ]);
+    assert_eq!(code, 2, "{text}");
+    assert!(text.contains("trainable") && text.contains("target_modules"), "{text}");
     // The shapes verifier does not score a real model's images.
     let ((code, text), _) = run("geneval", Some(&full), "geneval");
     assert_eq!(code, 2, "{text}");

@@ -140,6 +140,18 @@ fn train_sd3(
     use drift_flow::sd3::{load_sd3_lora_models, EmbeddedTask, PromptEmbeddings, Sd3LoraSetup};
     let out = cmd.out;
     let sd3 = cfg.sd3.clone().unwrap_or_default();
+    if !cfg.trainable.is_empty() {
+        return Err(super::usage(
+            "`trainable` selects DiT weights; an SD3 base trains LoRA adapters: set \
+             `sd3.lora.target_modules` instead",
+        ));
+    }
+    if !cfg.category_weights.is_empty() {
+        return Err(super::usage(
+            "`category_weights` applies to the shapes world; an SD3 run draws its prompt file's \
+             train lines uniformly",
+        ));
+    }
     drift_flow::sd3::read_sd3_config(&cfg.base)
         .with_context(|| format!("base model `base = {}`", cfg.base.display()))?;
     let Some(prompts) = cfg.prompts.as_deref() else {
