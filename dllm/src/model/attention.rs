@@ -113,9 +113,22 @@ impl Attention {
         let q = Rotary::apply(&self.heads(&self.q.forward(x)?, s.n_heads)?, &rope.0, &rope.1)?;
         let k = Rotary::apply(&self.heads(&self.k.forward(x)?, s.n_kv_heads)?, &rope.0, &rope.1)?;
         let v = self.heads(&self.v.forward(x)?, s.n_kv_heads)?;
-        let groups = s.n_heads / s.n_kv_heads;
-        let (k, v) = (repeat_kv(&k, groups)?, repeat_kv(&v, groups)?);
+        self.attend(&q, &k, &v, mask, (b, t))
+    }
 
+    /// `o(softmax(q kᵀ / √D + mask) v)` for queries `q: [B, H, T, D]` over keys and values
+    /// `[B, H_kv, S, D]` (repeated to `H` heads), merged back to `[B, T, hidden]`.
+    fn attend(
+        &self,
+        q: &Tensor,
+        k: &Tensor,
+        v: &Tensor,
+        mask: Option<&PaddingMask>,
+        (b, t): (usize, usize),
+    ) -> Result<Tensor> {
+        let s = self.spec;
+        let groups = s.n_heads / s.n_kv_heads;
+        let (k, v) = (repeat_kv(k, groups)?, repeat_kv(v, groups)?);
         let scale = 1.0 / (s.head_dim() as f64).sqrt();
         let scores = (q.contiguous()?.matmul(&k.t()?.contiguous()?)? * scale)?;
         let mut scores = scores.to_dtype(DType::F32)?;
@@ -182,13 +195,7 @@ impl Attention {
                 (splice(pk, &k)?, splice(pv, &v)?)
             }
         };
-        let groups = s.n_heads / s.n_kv_heads;
-        let (k, v) = (repeat_kv(&k, groups)?, repeat_kv(&v, groups)?);
-        let scale = 1.0 / (s.head_dim() as f64).sqrt();
-        let scores = (q.contiguous()?.matmul(&k.t()?.contiguous()?)? * scale)?;
-        let probs = ops::softmax_last_dim(&scores.to_dtype(DType::F32)?)?.to_dtype(v.dtype())?;
-        let out = probs.matmul(&v.contiguous()?)?.transpose(1, 2)?.reshape((b, t, s.hidden))?;
-        Ok(self.o.forward(&out)?)
+        self.attend(&q, &k, &v, None, (b, t))
     }
 }
 

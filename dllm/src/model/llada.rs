@@ -259,8 +259,12 @@ impl LladaBlock {
         layer: &mut Option<(Tensor, Tensor)>,
     ) -> Result<Tensor> {
         let a = self.attn.forward_cached(&self.attn_norm.forward(x)?, rope, op, layer)?;
-        let x = (x + a)?;
-        Ok((&x + self.mlp.forward(&self.ff_norm.forward(&x)?)?)?)
+        self.mlp_residual(&(x + a)?)
+    }
+
+    /// `x + MLP(ff_norm x)`, the block's second half.
+    fn mlp_residual(&self, x: &Tensor) -> Result<Tensor> {
+        Ok((x + self.mlp.forward(&self.ff_norm.forward(x)?)?)?)
     }
 
     /// Pre-norm residual block on `x: [B, T, d_model]`.
@@ -270,8 +274,7 @@ impl LladaBlock {
         rope: &(Tensor, Tensor),
         mask: Option<&PaddingMask>,
     ) -> Result<Tensor> {
-        let x = (x + self.attn.forward(&self.attn_norm.forward(x)?, rope, mask)?)?;
-        Ok((&x + self.mlp.forward(&self.ff_norm.forward(&x)?)?)?)
+        self.mlp_residual(&(x + self.attn.forward(&self.attn_norm.forward(x)?, rope, mask)?)?)
     }
 }
 
@@ -334,7 +337,12 @@ impl LladaModel {
                 cache.layers.push(layer.expect("a Record forward stores its layer"));
             }
         }
-        let mut logits = self.lm_head.forward(&self.ln_f.forward(&x)?)?;
+        self.head(&x)
+    }
+
+    /// `lm_head(ln_f x)`, scaled when the config asks, in f32.
+    fn head(&self, x: &Tensor) -> Result<Tensor> {
+        let mut logits = self.lm_head.forward(&self.ln_f.forward(x)?)?;
         if let Some(s) = self.logit_scale {
             logits = (logits * s)?;
         }
@@ -351,10 +359,6 @@ impl LladaModel {
         for block in &self.blocks {
             x = block.forward(&x, &rope, mask.as_ref())?;
         }
-        let mut logits = self.lm_head.forward(&self.ln_f.forward(&x)?)?;
-        if let Some(s) = self.logit_scale {
-            logits = (logits * s)?;
-        }
-        Ok(logits.to_dtype(DType::F32)?)
+        self.head(&x)
     }
 }

@@ -239,6 +239,8 @@ struct Decoder<'m, M: ?Sized> {
     cache: KvCache,
     block_start: usize,
     record_next: bool,
+    /// The completion column the last logits start at (non-zero only for a cached pass).
+    comp_offset: usize,
 }
 
 impl<'m, M: MaskPredictor + ?Sized> Decoder<'m, M> {
@@ -338,6 +340,7 @@ impl<'m, M: MaskPredictor + ?Sized> Decoder<'m, M> {
             cache: KvCache::default(),
             block_start: 0,
             record_next: true,
+            comp_offset: 0,
         })
     }
 
@@ -354,15 +357,16 @@ impl<'m, M: MaskPredictor + ?Sized> Decoder<'m, M> {
         Ok(u.maximum(1e-30)?)
     }
 
-    /// The completion's logits `[B, L, V]` under the key/value cache: the block's first step
-    /// records the whole sequence; later ones run the block and what follows it (prefix) or the
-    /// block alone (dual) against the record. Columns the pass did not compute are zero (the
-    /// rules read only the current block).
+    /// The completion's logits under the key/value cache: the block's first step records the
+    /// whole sequence (`[B, L, V]`, offset 0); later ones run the block and what follows it
+    /// (prefix) or the block alone (dual) against the record and return only those columns,
+    /// with `comp_offset` set to the block's start (the rules read only the current block).
     fn cached_completion_logits(&mut self) -> Result<Tensor> {
-        let (b, p, l, v) = (self.b(), self.p, self.l, self.vocab);
+        let (p, l) = (self.p, self.l);
         let (start, bl) = (self.block_start, self.cfg.block_length);
         let abs = p + start;
         let logits = if std::mem::take(&mut self.record_next) {
+            self.comp_offset = 0;
             self.model
                 .cached_logits(&self.ids, CacheOp::Record, &mut self.cache)?
                 .narrow(1, p, l)?
@@ -371,17 +375,8 @@ impl<'m, M: MaskPredictor + ?Sized> Decoder<'m, M> {
                 KvCacheMode::Dual => (self.ids.narrow(1, abs, bl)?, CacheOp::Dual { start: abs }),
                 _ => (self.ids.narrow(1, abs, p + l - abs)?, CacheOp::Prefix { start: abs }),
             };
-            let part = self.model.cached_logits(&input, op, &mut self.cache)?;
-            let n = part.dim(1)?;
-            let mut cols = Vec::with_capacity(3);
-            if start > 0 {
-                cols.push(Tensor::zeros((b, start, v), part.dtype(), &self.device)?);
-            }
-            cols.push(part);
-            if start + n < l {
-                cols.push(Tensor::zeros((b, l - start - n, v), DType::F32, &self.device)?);
-            }
-            Tensor::cat(&cols, 1)?
+            self.comp_offset = start;
+            self.model.cached_logits(&input, op, &mut self.cache)?
         };
         self.step += 1;
         Ok(logits.to_dtype(DType::F32)?)
@@ -502,7 +497,7 @@ impl<'m, M: MaskPredictor + ?Sized> Decoder<'m, M> {
         start: usize,
     ) -> Result<(Tensor, super::confidence::TokenStats)> {
         let bl = self.cfg.block_length;
-        let blk = comp.narrow(1, start, bl)?.contiguous()?;
+        let blk = comp.narrow(1, start - self.comp_offset, bl)?.contiguous()?;
         let noise = if self.cfg.proposal.temperature > 0.0 {
             let u = self.uniforms("dllm/gumbel", bl * self.vocab, DType::F64)?;
             Some(u.reshape((self.b(), bl, self.vocab))?)
