@@ -32,5 +32,10 @@ pub enum FlowModelError {
     },
 }
 
+/// A [`FlowModelError::File`] naming `path` and what is wrong with it.
+pub(crate) fn file_err(path: &std::path::Path, reason: impl ToString) -> FlowModelError {
+    FlowModelError::File { path: path.to_path_buf(), reason: reason.to_string() }
+}
+
 /// Result alias of drift-flow.
 pub type Result<T> = std::result::Result<T, FlowModelError>;

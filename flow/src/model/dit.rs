@@ -11,12 +11,12 @@ use super::embed::{patchify, pos_embedding_2d, timestep_embedding, unpatchify};
 use crate::error::Result;
 
 /// LayerNorm without affine parameters (DiT's `elementwise_affine=False`), eps 1e-6.
-fn norm(x: &Tensor) -> Result<Tensor> {
+pub(crate) fn norm(x: &Tensor) -> Result<Tensor> {
     Ok(normalize(x, 1e-6)?)
 }
 
 /// `x(1 + scale) + shift` with per-sample `shift, scale[B, d]`.
-fn modulate(x: &Tensor, shift: &Tensor, scale: &Tensor) -> Result<Tensor> {
+pub(crate) fn modulate(x: &Tensor, shift: &Tensor, scale: &Tensor) -> Result<Tensor> {
     let x = x.broadcast_mul(&(scale.unsqueeze(1)? + 1.0)?)?;
     Ok(x.broadcast_add(&shift.unsqueeze(1)?)?)
 }

@@ -7,11 +7,7 @@ use candle_nn::{VarBuilder, VarMap};
 
 use super::config::DitConfig;
 use super::dit::Dit;
-use crate::error::{FlowModelError, Result};
-
-fn file_err(path: &Path, reason: impl ToString) -> FlowModelError {
-    FlowModelError::File { path: path.to_path_buf(), reason: reason.to_string() }
-}
+use crate::error::{file_err, Result};
 
 /// Writes `config.json` and `model.safetensors` (every tensor of `weights`) into `dir`.
 pub fn save_dit(

@@ -4,22 +4,13 @@
 
 use candle_core::{Module, Tensor, D};
 use candle_nn::VarBuilder;
-use drift_core::ops::{gelu, normalize};
+use drift_core::ops::gelu;
 
 use super::attention::{JointAttention, SelfAttention};
 use super::config::Sd3Config;
 use super::lora::{Proj, ProjLoader};
 use crate::error::Result;
-
-/// LayerNorm without affine parameters, eps 1e-6 (every norm of the MMDiT).
-pub(crate) fn norm(x: &Tensor) -> Result<Tensor> {
-    Ok(normalize(x, 1e-6)?)
-}
-
-/// `x(1 + scale) + shift` with per-sample `shift, scale[B, D]`.
-pub(crate) fn modulate(x: &Tensor, shift: &Tensor, scale: &Tensor) -> Result<Tensor> {
-    Ok(x.broadcast_mul(&(scale.unsqueeze(1)? + 1.0)?)?.broadcast_add(&shift.unsqueeze(1)?)?)
-}
+pub(crate) use crate::model::{modulate, norm};
 
 /// `g ⊙ y` with a per-sample gate `g[B, D]`.
 fn gate(g: &Tensor, y: &Tensor) -> Result<Tensor> {

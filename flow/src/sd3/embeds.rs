@@ -14,7 +14,7 @@ use std::path::Path;
 use candle_core::{DType, Device, Tensor};
 
 use super::policy::pack_cond;
-use crate::error::{FlowModelError, Result};
+use crate::error::{file_err, FlowModelError, Result};
 use crate::grpo::ImageTask;
 use drift_rewards::image::Image;
 
@@ -22,10 +22,6 @@ use drift_rewards::image::Image;
 pub const PROMPTS_FILE: &str = "prompts.jsonl";
 /// The tensor file of a cache.
 pub const EMBEDDINGS_FILE: &str = "embeddings.safetensors";
-
-fn file_err(path: &Path, reason: impl ToString) -> FlowModelError {
-    FlowModelError::File { path: path.to_path_buf(), reason: reason.to_string() }
-}
 
 /// Every prompt's packed conditioning ([`pack_cond`]) and the empty prompt's.
 #[derive(Debug, Clone)]

@@ -7,11 +7,7 @@ use std::path::{Path, PathBuf};
 use candle_core::{DType, Device, Tensor};
 
 use super::config::Sd3Config;
-use crate::error::{FlowModelError, Result};
-
-fn file_err(path: &Path, reason: impl ToString) -> FlowModelError {
-    FlowModelError::File { path: path.to_path_buf(), reason: reason.to_string() }
-}
+use crate::error::{file_err, Result};
 
 /// The transformer folder of `dir`: `dir` itself when it holds `config.json`, else
 /// `dir/transformer` (a whole pipeline folder with `model_index.json`).

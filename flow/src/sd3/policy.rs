@@ -16,7 +16,7 @@ use super::io::{read_sd3_config, read_sd3_weights};
 use super::lora::{LoraConfig, ProjLoader};
 use super::model::Sd3Transformer;
 use super::vae::Sd3Vae;
-use crate::error::{FlowModelError, Result};
+use crate::error::{file_err, FlowModelError, Result};
 use crate::policy::{FlowPolicy, PolicyModels, SavePolicy};
 
 /// SD3's conditioning of `B` samples as one tensor, so that every sampler and the trainer
@@ -127,10 +127,6 @@ pub const ADAPTER_FILE: &str = "adapter_model.safetensors";
 pub const ADAPTER_CONFIG: &str = "adapter_config.json";
 /// The prefix PEFT gives every adapter weight.
 const PEFT_PREFIX: &str = "base_model.model.";
-
-fn file_err(path: &Path, reason: impl ToString) -> FlowModelError {
-    FlowModelError::File { path: path.to_path_buf(), reason: reason.to_string() }
-}
 
 /// Writes the adapter `weights` (drift's names, `{layer}.lora_{A,B}.weight`) into `dir` as
 /// PEFT's `save_pretrained` does: `adapter_model.safetensors` with every name prefixed

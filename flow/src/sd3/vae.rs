@@ -8,11 +8,7 @@ use candle_nn::VarBuilder;
 use serde::Deserialize;
 
 use super::vae_decoder::Decoder;
-use crate::error::{FlowModelError, Result};
-
-fn file_err(path: &Path, reason: impl ToString) -> FlowModelError {
-    FlowModelError::File { path: path.to_path_buf(), reason: reason.to_string() }
-}
+use crate::error::{file_err, Result};
 
 /// The fields of diffusers' `AutoencoderKL` config the decoder needs (defaults: SD3's VAE).
 #[derive(Debug, Clone, PartialEq, Deserialize)]

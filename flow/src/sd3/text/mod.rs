@@ -18,11 +18,7 @@ use candle_transformers::models::t5::{Config as T5Config, T5EncoderModel};
 pub use clip::{ClipTextConfig, ClipTextEncoder};
 pub use tokenize::PromptTokenizer;
 
-use crate::error::{FlowModelError, Result};
-
-fn file_err(path: &Path, reason: impl ToString) -> FlowModelError {
-    FlowModelError::File { path: path.to_path_buf(), reason: reason.to_string() }
-}
+use crate::error::{file_err, Result};
 
 /// CLIP's fixed prompt length.
 pub const CLIP_TOKENS: usize = 77;

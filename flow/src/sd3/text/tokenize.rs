@@ -13,11 +13,7 @@ use tokenizers::{
     AddedToken, NormalizerWrapper, PreTokenizerWrapper, SplitDelimiterBehavior, Tokenizer,
 };
 
-use crate::error::{FlowModelError, Result};
-
-fn file_err(path: &Path, reason: impl ToString) -> FlowModelError {
-    FlowModelError::File { path: path.to_path_buf(), reason: reason.to_string() }
-}
+use crate::error::{file_err, FlowModelError, Result};
 
 /// CLIP's pre-tokenisation pattern (transformers' `CLIPTokenizer.pat`).
 const CLIP_PATTERN: &str =
