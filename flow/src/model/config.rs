@@ -33,6 +33,10 @@ pub struct DitConfig {
     pub pad_id: u32,
     /// Frequencies of the sinusoidal timestep embedding. Default 256 (DiT).
     pub time_freqs: usize,
+    /// Prompt-encoder layers run over the prompt tokens alone before the joint blocks (a
+    /// pre-LN transformer, as SD3's text encoders precede its MMDiT). Default 0: the prompt's
+    /// token + position embeddings enter the joint blocks directly (flow-shapes-v2).
+    pub text_layers: usize,
 }
 
 impl Default for DitConfig {
@@ -49,6 +53,7 @@ impl Default for DitConfig {
             text_len: 8,
             pad_id: 0,
             time_freqs: 256,
+            text_layers: 0,
         }
     }
 }
@@ -72,13 +77,15 @@ impl DitConfig {
     /// A lower estimate of the f32 bytes a training step over `batch` images keeps for its
     /// backward pass: per block and image, `T·16d` activations (norms, q/k/v, attention output,
     /// the `mlp_ratio`-wide MLP) and `2·heads·T²` attention scores, `T` the image plus text
-    /// tokens; times 4 bytes. Saturates instead of overflowing. Sampling holds one block's
+    /// tokens (the text tokens alone for a prompt-encoder layer); times 4 bytes. Saturates instead of overflowing. Sampling holds one block's
     /// share of it at a time. Used to refuse a batch that cannot fit before any work starts.
     pub fn training_bytes(&self, batch: usize) -> u64 {
-        let t = (self.tokens() + self.text_len) as u64;
-        let per_block = t * (8 + 2 * self.mlp_ratio as u64) * self.hidden as u64
-            + 2 * self.heads as u64 * t * t;
-        (batch as u64).saturating_mul(per_block * self.depth.max(1) as u64).saturating_mul(4)
+        let per_block = |t: u64| {
+            t * (8 + 2 * self.mlp_ratio as u64) * self.hidden as u64 + 2 * self.heads as u64 * t * t
+        };
+        let joint = per_block((self.tokens() + self.text_len) as u64) * self.depth.max(1) as u64;
+        let text = per_block(self.text_len as u64) * self.text_layers as u64;
+        (batch as u64).saturating_mul(joint + text).saturating_mul(4)
     }
 
     /// Checks the fields, naming the one at fault.

@@ -8,6 +8,7 @@ use drift_samplers::flow::VelocityField;
 
 use super::config::DitConfig;
 use super::embed::{patchify, pos_embedding_2d, timestep_embedding, unpatchify};
+use super::text::TextEncoder;
 use crate::error::Result;
 
 /// LayerNorm without affine parameters (DiT's `elementwise_affine=False`), eps 1e-6.
@@ -23,14 +24,14 @@ pub(crate) fn modulate(x: &Tensor, shift: &Tensor, scale: &Tensor) -> Result<Ten
 
 /// Multi-head self-attention with a key padding bias.
 #[derive(Debug, Clone)]
-struct Attention {
+pub(crate) struct Attention {
     qkv: Linear,
     proj: Linear,
     heads: usize,
 }
 
 impl Attention {
-    fn new(d: usize, heads: usize, vb: VarBuilder) -> Result<Self> {
+    pub(crate) fn new(d: usize, heads: usize, vb: VarBuilder) -> Result<Self> {
         Ok(Self {
             qkv: Linear::load(d, 3 * d, true, torch_default_init(d), vb.pp("qkv"))?,
             proj: Linear::load(d, d, true, torch_default_init(d), vb.pp("proj"))?,
@@ -39,7 +40,7 @@ impl Attention {
     }
 
     /// `x[B, T, d]`; `key_bias[B, 1, 1, T]` is 0 for real keys and −1e9 for padding.
-    fn forward(&self, x: &Tensor, key_bias: &Tensor) -> Result<Tensor> {
+    pub(crate) fn forward(&self, x: &Tensor, key_bias: &Tensor) -> Result<Tensor> {
         let (b, t, d) = x.dims3()?;
         let hd = d / self.heads;
         let qkv =
@@ -105,6 +106,7 @@ pub struct Dit {
     tok_embed: Tensor,
     text_pos: Tensor,
     text_proj: Linear,
+    text_encoder: TextEncoder,
     blocks: Vec<Block>,
     final_ada: Linear,
     final_out: Linear,
@@ -113,7 +115,9 @@ pub struct Dit {
 impl Dit {
     /// Builds the model from `vb` (a `VarMap` for training, plain tensors for a frozen or
     /// detached copy). Tensor names: `patch_embed`, `t_embed.{0,2}`, `text.tok`, `text.pos`,
-    /// `text.proj`, `blocks.{i}.{attn.qkv, attn.proj, mlp.fc1, mlp.fc2, ada}`, `final.{ada,out}`.
+    /// `text.proj`, `text.blocks.{i}.{attn.qkv, attn.proj, mlp.fc1, mlp.fc2}` (the prompt
+    /// encoder, `text_layers` of them), `blocks.{i}.{attn.qkv, attn.proj, mlp.fc1, mlp.fc2,
+    /// ada}`, `final.{ada,out}`.
     pub fn new(cfg: DitConfig, vb: VarBuilder) -> Result<Self> {
         cfg.validate()?;
         let d = cfg.hidden;
@@ -149,6 +153,7 @@ impl Dit {
                 Init::Randn { mean: 0.0, stdev: 0.02 },
             )?,
             text_proj: Linear::load(d, d, true, torch_default_init(d), vb.pp("text.proj"))?,
+            text_encoder: TextEncoder::new(&cfg, vb.pp("text"))?,
             blocks,
             final_ada: Linear::load(d, 2 * d, true, Init::Const(0.0), vb.pp("final.ada"))?,
             final_out: Linear::load(
@@ -191,7 +196,9 @@ impl Dit {
             cfg.hidden,
         ))?;
         let txt = txt.broadcast_add(&self.text_pos)?;
-        // Pooled prompt: masked mean of the token embeddings (0 for the null prompt).
+        let text_bias = ((&real - 1.0)? * 1e9)?.reshape((b, 1, 1, cfg.text_len))?;
+        let txt = self.text_encoder.forward(&txt, &text_bias)?;
+        // Pooled prompt: masked mean of the (encoded) tokens (0 for the null prompt).
         let count = real.sum_keepdim(1)?.clamp(1.0, f64::INFINITY)?;
         let pooled = txt.broadcast_mul(&real.unsqueeze(2)?)?.sum(1)?.broadcast_div(&count)?;
         let t = timestep_embedding(&(sigma.to_dtype(DType::F32)? * 1000.0)?, cfg.time_freqs)?;

@@ -4,6 +4,7 @@ mod config;
 mod dit;
 mod embed;
 mod io;
+mod text;
 
 pub use config::DitConfig;
 pub use dit::Dit;

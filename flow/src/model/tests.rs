@@ -20,7 +20,15 @@ fn batch(cfg: &DitConfig, b: usize) -> (Tensor, Tensor) {
 
 #[test]
 fn every_parameter_receives_a_finite_nonzero_gradient() {
-    let cfg = DitConfig::test_tiny();
+    every_parameter_is_reached(DitConfig::test_tiny());
+}
+
+#[test]
+fn every_prompt_encoder_parameter_receives_a_finite_nonzero_gradient() {
+    every_parameter_is_reached(DitConfig { text_layers: 2, ..DitConfig::test_tiny() });
+}
+
+fn every_parameter_is_reached(cfg: DitConfig) {
     let vm = VarMap::new();
     let model = Dit::new(cfg, VarBuilder::from_varmap(&vm, DType::F32, &Device::Cpu)).unwrap();
     let params = ParamSet::all(&vm);
@@ -48,6 +56,8 @@ fn every_parameter_receives_a_finite_nonzero_gradient() {
         }
     }
     assert_eq!(grads.len(), params.len(), "every parameter has a gradient");
+    let encoder = grads.iter().filter(|(name, _)| name.starts_with("text.blocks.")).count();
+    assert_eq!(encoder, 4 * 2 * cfg.text_layers, "weights and biases of 4 linears per layer");
     for (name, g) in grads.iter() {
         let n = g.sqr().unwrap().sum_all().unwrap().to_scalar::<f32>().unwrap();
         assert!(n.is_finite() && n > 0.0, "{name}: squared gradient norm {n}");
@@ -101,4 +111,39 @@ fn bad_config_is_named() {
     let vm = VarMap::new();
     let err = Dit::new(cfg, VarBuilder::from_varmap(&vm, DType::F32, &Device::Cpu)).unwrap_err();
     assert!(err.to_string().contains("model.patch"), "{err}");
+}
+
+#[test]
+fn the_null_prompt_stays_finite_through_the_prompt_encoder() {
+    // An all-padding prompt masks every key of the encoder's attention: the softmax must fall
+    // back to a uniform average, not a NaN.
+    let cfg = DitConfig { text_layers: 2, ..DitConfig::test_tiny() };
+    let vm = VarMap::new();
+    let model = Dit::new(cfg, VarBuilder::from_varmap(&vm, DType::F32, &Device::Cpu)).unwrap();
+    for (name, var) in ParamSet::all(&vm).iter() {
+        let noise =
+            RngKey::new(5).stream(name).normal(var.shape(), DType::F32, &Device::Cpu).unwrap();
+        var.set(&(var.as_tensor() + (noise * 0.05).unwrap()).unwrap()).unwrap();
+    }
+    let (x0, ids) = batch(&cfg, 2);
+    let sigma = Tensor::new(&[0.3f32, 0.7], &Device::Cpu).unwrap();
+    let null = model.forward(&x0, &sigma, &model.null_prompt(2).unwrap()).unwrap();
+    let sum = null.abs().unwrap().sum_all().unwrap().to_scalar::<f32>().unwrap();
+    assert!(sum.is_finite() && sum > 0.0, "{sum}");
+    // Swapping two prompt words changes the velocity (the encoder sees order).
+    let v = model.forward(&x0, &sigma, &ids).unwrap();
+    let mut swapped = ids.to_vec2::<u32>().unwrap();
+    for row in &mut swapped {
+        row.swap(0, 1);
+    }
+    let swapped = Tensor::new(swapped, &Device::Cpu).unwrap();
+    let gap = (model.forward(&x0, &sigma, &swapped).unwrap() - v)
+        .unwrap()
+        .abs()
+        .unwrap()
+        .mean_all()
+        .unwrap()
+        .to_scalar::<f32>()
+        .unwrap();
+    assert!(gap > 1e-5, "{gap}");
 }
