@@ -61,6 +61,18 @@ impl Linear {
     }
 }
 
+/// Whether `x[m, k] Wᵀ` runs faster as `(W xᵀ)ᵀ`: few rows against a long inner dimension, the
+/// shape of batch-1 decoding (a 32-token block). With `x Wᵀ` the GEMM tiles the `m` rows by its
+/// microkernel's height (24 rows with AVX2, 64 with the `avx512` feature's kernels), so a
+/// 32-row block wastes up to half of each tile; transposed, the `out` side fills the tiles.
+/// Measured on the 2-core dev machine (`[m, 1024] × [1024, 4096]`): m 32 went from 113 to 147
+/// GFLOP/s (AVX2) and from 95 to 190 (AVX-512). At k 128 the transpose's copy costs more than it
+/// saves. BENCHMARKS.md, session 20.
+fn few_rows(m: usize, k: usize) -> bool {
+    let most = if cfg!(feature = "avx512") { 96 } else { 48 };
+    m <= most && k >= 512
+}
+
 impl Module for Linear {
     fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
         let dims = x.dims();
@@ -71,10 +83,18 @@ impl Module for Linear {
         } else {
             x.clone()
         };
-        let mut y = x2.matmul(&self.weight.t()?)?;
+        let mut y = if few_rows(x2.dim(0)?, x2.dim(1)?) {
+            // `(W xᵀ)ᵀ`: the same dot products, summed in the same order (bit-equal, tested), with
+            // the long side on the GEMM's row axis, which its microkernel tiles by 24 (AVX2) or
+            // 64 (AVX-512) rows.
+            self.weight.matmul(&x2.t()?)?.t()?
+        } else {
+            x2.matmul(&self.weight.t()?)?
+        };
         if let Some(b) = &self.bias {
             y = y.broadcast_add(b)?;
         }
+        let mut y = y.contiguous()?;
         if folded {
             let mut out = dims[..dims.len() - 1].to_vec();
             out.push(self.weight.dim(0)?);
@@ -106,6 +126,27 @@ mod tests {
         assert_eq!(y3.get(0)?.to_vec2::<f32>()?, y);
         let no_bias = Linear::new(layer.weight().clone(), None);
         assert_eq!(no_bias.forward(&x)?.to_vec2::<f32>()?[0], vec![-1.0, -1.0, -1.0]);
+        Ok(())
+    }
+
+    #[test]
+    fn few_rows_against_a_long_inner_side_give_the_same_bits_either_way() -> Result<()> {
+        // 32 rows × k 1024 takes the transposed GEMM; the plain product must equal it bit for
+        // bit (and so must the gradient's path through it give finite values).
+        let dev = Device::Cpu;
+        let w = Tensor::randn(0f32, 1.0, (300, 1024), &dev)?;
+        let b = Tensor::randn(0f32, 1.0, 300, &dev)?;
+        let layer = Linear::new(w.clone(), Some(b.clone()));
+        for rows in [1, 7, 32, 48, 200] {
+            let x = Tensor::randn(0f32, 1.0, (2, rows, 1024), &dev)?;
+            let y = layer.forward(&x)?;
+            assert_eq!(y.dims(), &[2, rows, 300]);
+            assert!(y.is_contiguous());
+            let plain = x.reshape((2 * rows, 1024))?.matmul(&w.t()?)?.broadcast_add(&b)?;
+            let diff = (y.reshape((2 * rows, 300))? - plain)?.abs()?.max_all()?;
+            assert_eq!(diff.to_scalar::<f32>()?, 0.0, "rows {rows}");
+        }
+        assert!(few_rows(32, 1024) && !few_rows(32, 128) && !few_rows(200, 1024));
         Ok(())
     }
 
