@@ -67,7 +67,8 @@ impl Linear {
 /// 32-row block wastes up to half of each tile; transposed, the `out` side fills the tiles.
 /// Measured on the 2-core dev machine (`[m, 1024] × [1024, 4096]`): m 32 went from 113 to 147
 /// GFLOP/s (AVX2) and from 95 to 190 (AVX-512). At k 128 the transpose's copy costs more than it
-/// saves. BENCHMARKS.md, session 20.
+/// saves. CPU only: cuBLAS tiles small products well, and the transpose would cost a copy.
+/// BENCHMARKS.md, session 20.
 fn few_rows(m: usize, k: usize) -> bool {
     let most = if cfg!(feature = "avx512") { 96 } else { 48 };
     m <= most && k >= 512
@@ -83,7 +84,7 @@ impl Module for Linear {
         } else {
             x.clone()
         };
-        let mut y = if few_rows(x2.dim(0)?, x2.dim(1)?) {
+        let mut y = if x2.device().is_cpu() && few_rows(x2.dim(0)?, x2.dim(1)?) {
             // `(W xᵀ)ᵀ`: the same dot products, summed in the same order (bit-equal, tested), with
             // the long side on the GEMM's row axis, which its microkernel tiles by 24 (AVX2) or
             // 64 (AVX-512) rows.
