@@ -60,9 +60,29 @@ impl Attention {
 #[derive(Debug, Clone)]
 struct Block {
     attn: Attention,
+    mlp: Mlp,
+    ada: Linear,
+}
+
+/// The transformer MLP `fc2(GELU(fc1 x))`, `mlp_ratio·d` wide (tensor names `fc1`, `fc2`).
+#[derive(Debug, Clone)]
+pub(crate) struct Mlp {
     fc1: Linear,
     fc2: Linear,
-    ada: Linear,
+}
+
+impl Mlp {
+    pub(crate) fn new(cfg: &DitConfig, vb: VarBuilder) -> Result<Self> {
+        let (d, wide) = (cfg.hidden, cfg.hidden * cfg.mlp_ratio);
+        Ok(Self {
+            fc1: Linear::load(d, wide, true, torch_default_init(d), vb.pp("fc1"))?,
+            fc2: Linear::load(wide, d, true, torch_default_init(wide), vb.pp("fc2"))?,
+        })
+    }
+
+    pub(crate) fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        Ok(self.fc2.forward(&gelu(&self.fc1.forward(x)?)?)?)
+    }
 }
 
 impl Block {
@@ -70,14 +90,7 @@ impl Block {
         let d = cfg.hidden;
         Ok(Self {
             attn: Attention::new(d, cfg.heads, vb.pp("attn"))?,
-            fc1: Linear::load(d, d * cfg.mlp_ratio, true, torch_default_init(d), vb.pp("mlp.fc1"))?,
-            fc2: Linear::load(
-                d * cfg.mlp_ratio,
-                d,
-                true,
-                torch_default_init(d * cfg.mlp_ratio),
-                vb.pp("mlp.fc2"),
-            )?,
+            mlp: Mlp::new(cfg, vb.pp("mlp"))?,
             ada: Linear::load(d, 6 * d, true, Init::Const(0.0), vb.pp("ada"))?,
         })
     }
@@ -87,7 +100,7 @@ impl Block {
         let h = modulate(&norm(x)?, &m[0], &m[1])?;
         let x = (x + self.attn.forward(&h, key_bias)?.broadcast_mul(&m[2].unsqueeze(1)?)?)?;
         let h = modulate(&norm(&x)?, &m[3], &m[4])?;
-        let h = self.fc2.forward(&gelu(&self.fc1.forward(&h)?)?)?;
+        let h = self.mlp.forward(&h)?;
         Ok((&x + h.broadcast_mul(&m[5].unsqueeze(1)?)?)?)
     }
 }

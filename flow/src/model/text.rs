@@ -2,13 +2,11 @@
 //! the joint blocks so that every prompt token carries its context ("red" bound to the
 //! "circle" after it) when the image tokens first attend to it.
 
-use candle_core::{Module, Tensor};
+use candle_core::Tensor;
 use candle_nn::VarBuilder;
-use drift_core::nn::{torch_default_init, Linear};
-use drift_core::ops::gelu;
 
 use super::config::DitConfig;
-use super::dit::{norm, Attention};
+use super::dit::{norm, Attention, Mlp};
 use crate::error::Result;
 
 /// One encoder layer: `t += Attn(LN t)`, `t += MLP(LN t)` (Vaswani et al. arXiv 1706.03762 with
@@ -16,24 +14,20 @@ use crate::error::Result;
 #[derive(Debug, Clone)]
 struct TextLayer {
     attn: Attention,
-    fc1: Linear,
-    fc2: Linear,
+    mlp: Mlp,
 }
 
 impl TextLayer {
     fn new(cfg: &DitConfig, vb: VarBuilder) -> Result<Self> {
-        let d = cfg.hidden;
-        let wide = d * cfg.mlp_ratio;
         Ok(Self {
-            attn: Attention::new(d, cfg.heads, vb.pp("attn"))?,
-            fc1: Linear::load(d, wide, true, torch_default_init(d), vb.pp("mlp.fc1"))?,
-            fc2: Linear::load(wide, d, true, torch_default_init(wide), vb.pp("mlp.fc2"))?,
+            attn: Attention::new(cfg.hidden, cfg.heads, vb.pp("attn"))?,
+            mlp: Mlp::new(cfg, vb.pp("mlp"))?,
         })
     }
 
     fn forward(&self, t: &Tensor, key_bias: &Tensor) -> Result<Tensor> {
         let t = (t + self.attn.forward(&norm(t)?, key_bias)?)?;
-        let h = self.fc2.forward(&gelu(&self.fc1.forward(&norm(&t)?)?)?)?;
+        let h = self.mlp.forward(&norm(&t)?)?;
         Ok((&t + h)?)
     }
 }
