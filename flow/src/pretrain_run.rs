@@ -1,5 +1,6 @@
 //! The flow-matching pretraining run: a data stream, the plumbing of drift-core, a saved model.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use candle_core::{DType, Device, Tensor};
@@ -27,6 +28,12 @@ pub struct PretrainFlowConfig {
     /// Length, seed (data, noise, dropout), checkpoints and budget: `[run]`. Defaults: 3000
     /// optimizer steps, seed 0, a checkpoint every 500 steps, 2 kept, no time limit.
     pub run: RunSettings,
+    /// Draw weights of the shapes world's GenEval categories in the training data, e.g.
+    /// `{ position = 2, color_attr = 2 }`: an example's category is drawn with probability
+    /// `w / Σ w`, then a prompt of it uniformly ([`crate::grpo::category_weights`]); a category
+    /// not named weighs 1. Default empty: every category equally often, the stream that made
+    /// `flow-shapes-v2`.
+    pub category_weights: BTreeMap<String, f64>,
 }
 
 impl PretrainFlowConfig {
@@ -54,6 +61,7 @@ impl Default for PretrainFlowConfig {
             loss: FlowMatchingConfig::default(),
             batch: 64,
             run: RunSettings { steps: 3000, checkpoint_every: 500, ..RunSettings::default() },
+            category_weights: BTreeMap::new(),
         }
     }
 }

@@ -5,16 +5,18 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use candle_core::{Device, Tensor};
 use drift_flow::grpo::{
-    evaluate, shapes_reward, text_reward, train_flow_grpo, train_flow_grpo_with, EvalReport,
-    EvalSampling, FlowGrpoConfig, ImageTask, RewardTerm, ShapesTask, TextPromptTask,
+    category_weights, evaluate, shapes_reward, text_reward, train_flow_grpo, train_flow_grpo_with,
+    EvalReport, EvalSampling, FlowGrpoConfig, ImageTask, RewardTerm, ShapesTask, TextPromptTask,
 };
 use drift_flow::model::load_dit_frozen;
 use drift_flow::pretrain_run::{pretrain_flow, PretrainFlowConfig};
 use drift_rewards::worlds::shapes::{self, Category, Prompt, SplitConfig};
 
-/// `B` training examples of the shapes world's train split, keyed by `(seed, step·B + i)`.
+/// `B` training examples of the shapes world's train split, keyed by `(seed, step·B + i)`,
+/// their categories drawn by `weights` (one per group of `train`).
 fn shapes_batch(
     train: &[(Category, Vec<Prompt>)],
+    weights: &[f64],
     seed: u64,
     step: u64,
     b: usize,
@@ -23,8 +25,9 @@ fn shapes_batch(
     let mut pixels = Vec::with_capacity(b * 3 * 32 * 32);
     let mut ids = Vec::with_capacity(b * shapes::MAX_TOKENS);
     for i in 0..b as u64 {
-        let (prompt, image) = shapes::training_example_grouped(train, seed, step * b as u64 + i)
-            .context("the shapes train split is empty")?;
+        let (prompt, image) =
+            shapes::training_example_weighted(train, weights, seed, step * b as u64 + i)
+                .context("the shapes train split is empty")?;
         pixels.extend(image.to_chw_f32());
         ids.extend(shapes::tokenize(&prompt));
     }
@@ -64,13 +67,17 @@ pub fn pretrain(cmd: &super::RunCommand<'_>, dev: &Device) -> Result<()> {
     super::check_memory(&format!("batch = {}", cfg.batch), cfg.model.training_bytes(cfg.batch))?;
     let split = shapes::split(&SplitConfig::default())?;
     let groups = shapes::by_category(&split.train);
+    let weights = category_weights(&groups, &cfg.category_weights)
+        .map_err(|e| super::usage(format!("{e:#}")))?;
     let seed = cfg.run.seed;
     cmd.prepare_run_dir(&text)?;
     let report = pretrain_flow(&cfg, &text, out, dev, |step, b| {
-        shapes_batch(&groups, seed, step, b, dev).map_err(|e| drift_flow::FlowModelError::Config {
-            field: "data",
-            value: e.to_string(),
-            expected: "a shapes training batch".into(),
+        shapes_batch(&groups, &weights, seed, step, b, dev).map_err(|e| {
+            drift_flow::FlowModelError::Config {
+                field: "data",
+                value: e.to_string(),
+                expected: "a shapes training batch".into(),
+            }
         })
     })?;
     outln!("final loss (mean of the last 10% of steps): {:.5}", report.final_loss);

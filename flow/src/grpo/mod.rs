@@ -29,7 +29,10 @@ pub use eval::{
     CategoryScore, EvalReport, EvalSampling,
 };
 pub use rollout::{sample_batch, RolloutBatch};
-pub use shapes::{shapes_reward, RewardTerm, ShapesTask, EVAL_IMAGES_PER_CATEGORY, SHAPES_REWARDS};
+pub use shapes::{
+    category_weights, shapes_reward, RewardTerm, ShapesTask, EVAL_IMAGES_PER_CATEGORY,
+    SHAPES_REWARDS,
+};
 pub use task::{ImageReward, ImageTask};
 pub use text_task::{text_reward, TextPrompt, TextPromptTask, TEXT_REWARDS};
 pub use trainer::{train_flow_grpo, train_flow_grpo_with, FlowGrpoReport};

@@ -83,28 +83,7 @@ impl ShapesTask {
     /// `weights` weighing 1 (so an empty map keeps the balanced draw). Errors name an unknown
     /// category, a negative or non-finite weight, or weights that leave nothing to draw.
     pub fn with_category_weights(mut self, weights: &BTreeMap<String, f64>) -> Result<Self> {
-        let bad = |value: String, expected: String| FlowModelError::Config {
-            field: "category_weights",
-            value,
-            expected,
-        };
-        for (name, &w) in weights {
-            if Category::from_name(name).is_none() {
-                let known: Vec<_> = Category::ALL.iter().map(|c| c.name()).collect();
-                return Err(bad(name.clone(), format!("a category: {}", known.join(", "))));
-            }
-            if !(w.is_finite() && w >= 0.0) {
-                return Err(bad(format!("{name} = {w}"), "a finite weight >= 0".into()));
-            }
-        }
-        self.weights =
-            self.train.iter().map(|(c, _)| weights.get(c.name()).copied().unwrap_or(1.0)).collect();
-        if self.weights.iter().all(|w| *w == 0.0) {
-            return Err(bad(
-                format!("{weights:?}"),
-                "a positive weight on at least one category with training prompts".into(),
-            ));
-        }
+        self.weights = category_weights(&self.train, weights)?;
         Ok(self)
     }
 
@@ -112,6 +91,40 @@ impl ShapesTask {
     pub fn train_groups(&self) -> &[(Category, Vec<Prompt>)] {
         &self.train
     }
+}
+
+/// The draw weight of each of `groups` (from [`shapes::by_category`]) under the named
+/// `weights` (`{ position = 2, color_attr = 2 }`): a category not named weighs 1, so an empty
+/// map gives equal weights, the balanced draw. Used by the RL task's `category_weights` and
+/// by pretraining's (`PretrainFlowConfig::category_weights`). Errors name an unknown category,
+/// a negative or non-finite weight, or weights that leave nothing to draw.
+pub fn category_weights(
+    groups: &[(Category, Vec<Prompt>)],
+    weights: &BTreeMap<String, f64>,
+) -> Result<Vec<f64>> {
+    let bad = |value: String, expected: String| FlowModelError::Config {
+        field: "category_weights",
+        value,
+        expected,
+    };
+    for (name, &w) in weights {
+        if Category::from_name(name).is_none() {
+            let known: Vec<_> = Category::ALL.iter().map(|c| c.name()).collect();
+            return Err(bad(name.clone(), format!("a category: {}", known.join(", "))));
+        }
+        if !(w.is_finite() && w >= 0.0) {
+            return Err(bad(format!("{name} = {w}"), "a finite weight >= 0".into()));
+        }
+    }
+    let drawn: Vec<f64> =
+        groups.iter().map(|(c, _)| weights.get(c.name()).copied().unwrap_or(1.0)).collect();
+    if drawn.iter().all(|w| *w == 0.0) {
+        return Err(bad(
+            format!("{weights:?}"),
+            "a positive weight on at least one category with training prompts".into(),
+        ));
+    }
+    Ok(drawn)
 }
 
 impl ImageTask for ShapesTask {

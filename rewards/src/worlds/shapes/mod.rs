@@ -34,7 +34,8 @@ pub use exact::exact_score;
 pub use grammar::{Category, Clause, Colour, Object, Prompt, Relation, ShapeKind, Spec};
 pub use parse::from_text;
 pub use render::{
-    layout, render_prompt, training_example, training_example_grouped, RenderOptions,
+    layout, render_prompt, training_example, training_example_grouped, training_example_weighted,
+    RenderOptions,
 };
 pub use reward::{ShapesReward, ShapesScore};
 pub use scene::{Scene, SceneObject, IMAGE_SIZE};

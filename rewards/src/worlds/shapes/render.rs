@@ -145,7 +145,21 @@ pub fn training_example_grouped(
     seed: u64,
     index: u64,
 ) -> Option<(Prompt, Image)> {
-    let prompt = super::split::balanced_prompt(groups, seed, index)?;
+    training_example_weighted(groups, &vec![1.0; groups.len()], seed, index)
+}
+
+/// [`training_example_grouped`] with the category drawn by weight
+/// ([`super::split::weighted_prompt`]: `groups[i]` with probability `weights[i] / Σ w`); equal
+/// weights give exactly the balanced stream. `None` when `groups` is empty or the weights are
+/// not one finite, non-negative, not all-zero weight per group.
+#[must_use]
+pub fn training_example_weighted(
+    groups: &[(Category, Vec<Prompt>)],
+    weights: &[f64],
+    seed: u64,
+    index: u64,
+) -> Option<(Prompt, Image)> {
+    let prompt = super::split::weighted_prompt(groups, weights, seed, index)?;
     let mut rng = keyed_rng(&[seed, 0x7072_6574_7261_696e, index]);
     let image = render_prompt(&prompt, rng.next_u64());
     Some((prompt, image))
@@ -244,5 +258,37 @@ mod tests {
         }
         let flat = layout(&prompt, 0, &RenderOptions { colour_jitter: 0 });
         assert!(flat.objects.iter().all(|o| o.rgb == o.object.colour.rgb()));
+    }
+
+    #[test]
+    fn weighted_examples_keep_the_balanced_stream_at_equal_weights_and_follow_the_weights() {
+        let groups = crate::worlds::shapes::split::by_category(&all_prompts());
+        let n = groups.len();
+        for index in 0..50 {
+            let balanced = training_example_grouped(&groups, 3, index).unwrap();
+            let equal = training_example_weighted(&groups, &vec![2.5; n], 3, index).unwrap();
+            assert_eq!(balanced.0, equal.0);
+            assert_eq!(balanced.1, equal.1, "the render must not depend on the weights");
+        }
+        // All the weight on the last group: every example is of its category.
+        let mut only_last = vec![0.0; n];
+        only_last[n - 1] = 1.0;
+        let last = groups[n - 1].0;
+        for index in 0..200 {
+            let (prompt, _) = training_example_weighted(&groups, &only_last, 3, index).unwrap();
+            assert_eq!(prompt.category(), last);
+        }
+        // Weight 3 on one category of six: drawn with probability 3/8, not 1/6.
+        let mut heavy = vec![1.0; n];
+        heavy[0] = 3.0;
+        let first = groups[0].0;
+        let hits = (0..4000)
+            .filter(|&i| {
+                training_example_weighted(&groups, &heavy, 7, i).unwrap().0.category() == first
+            })
+            .count();
+        let share = hits as f64 / 4000.0;
+        assert!((share - 3.0 / (n as f64 + 2.0)).abs() < 0.03, "share {share}");
+        assert!(training_example_weighted(&groups, &[1.0], 0, 0).is_none(), "one weight per group");
     }
 }
