@@ -285,6 +285,11 @@ fn bad_config_key_missing_file_and_bad_value_are_named() {
     let (code, text) = drift(&["pretrain", "flow", "--out", out, "--set", "steps=many"]);
     assert_eq!(code, 2, "{text}");
     assert!(text.contains("steps"), "{text}");
+    let unknown = "category_weights={postion=2.0}";
+    let (code, text) = drift(&["pretrain", "flow", "--out", out, "--set", unknown]);
+    assert_eq!(code, 2, "{text}");
+    assert!(text.contains("category_weights") && text.contains("postion"), "{text}");
+    assert!(!std::path::Path::new(out).join("metrics.jsonl").exists(), "no work before the check");
     let (code, text) = drift(&["eval", "flow", "--model", "/no/such/model"]);
     assert_eq!(code, 2, "{text}");
     assert!(text.contains("/no/such/model"), "{text}");

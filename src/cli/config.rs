@@ -194,9 +194,13 @@ mod tests {
         shipped_config_is_unchanged_by_the_merge::<drift_flow::grpo::FlowGrpoConfig>(
             "flow_grpo_shapes.toml",
         );
-        shipped_config_is_unchanged_by_the_merge::<drift_flow::pretrain_run::PretrainFlowConfig>(
-            "pretrain_flow.toml",
-        );
+        for flow in
+            ["pretrain_flow.toml", "pretrain_flow_text_encoder.toml", "pretrain_flow_weighted.toml"]
+        {
+            shipped_config_is_unchanged_by_the_merge::<drift_flow::pretrain_run::PretrainFlowConfig>(
+                flow,
+            );
+        }
         shipped_config_is_unchanged_by_the_merge::<drift_dllm::pretrain_run::PretrainDllmConfig>(
             "pretrain_dllm_code.toml",
         );
