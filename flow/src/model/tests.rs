@@ -8,6 +8,19 @@ use drift_core::train::{detached_view, AdamWConfig, Grads, OptimConfig, Optimize
 use super::*;
 use crate::pretrain::{flow_matching_loss, FlowMatchingConfig};
 
+/// A fresh model whose every weight is moved off its initialisation by `N(0, 0.05²)` noise
+/// keyed by `seed`, so the zero-initialised layers do not hide a path.
+fn perturbed(cfg: DitConfig, seed: u64) -> (VarMap, Dit) {
+    let vm = VarMap::new();
+    let model = Dit::new(cfg, VarBuilder::from_varmap(&vm, DType::F32, &Device::Cpu)).unwrap();
+    for (name, var) in ParamSet::all(&vm).iter() {
+        let noise =
+            RngKey::new(seed).stream(name).normal(var.shape(), DType::F32, &Device::Cpu).unwrap();
+        var.set(&(var.as_tensor() + (noise * 0.05).unwrap()).unwrap()).unwrap();
+    }
+    (vm, model)
+}
+
 fn batch(cfg: &DitConfig, b: usize) -> (Tensor, Tensor) {
     let dev = Device::Cpu;
     let x0 =
@@ -67,14 +80,8 @@ fn every_parameter_is_reached(cfg: DitConfig) {
 #[test]
 fn tracked_and_detached_forwards_agree() {
     let cfg = DitConfig::test_tiny();
-    let vm = VarMap::new();
-    let model = Dit::new(cfg, VarBuilder::from_varmap(&vm, DType::F32, &Device::Cpu)).unwrap();
     // Move the zero-initialised layers off zero so the comparison covers every path.
-    for (name, var) in ParamSet::all(&vm).iter() {
-        let noise =
-            RngKey::new(3).stream(name).normal(var.shape(), DType::F32, &Device::Cpu).unwrap();
-        var.set(&(var.as_tensor() + (noise * 0.05).unwrap()).unwrap()).unwrap();
-    }
+    let (vm, model) = perturbed(cfg, 3);
     let view =
         Dit::new(cfg, VarBuilder::from_tensors(detached_view(&vm), DType::F32, &Device::Cpu))
             .unwrap();
@@ -118,13 +125,7 @@ fn the_null_prompt_stays_finite_through_the_prompt_encoder() {
     // An all-padding prompt masks every key of the encoder's attention: the softmax must fall
     // back to a uniform average, not a NaN.
     let cfg = DitConfig { text_layers: 2, ..DitConfig::test_tiny() };
-    let vm = VarMap::new();
-    let model = Dit::new(cfg, VarBuilder::from_varmap(&vm, DType::F32, &Device::Cpu)).unwrap();
-    for (name, var) in ParamSet::all(&vm).iter() {
-        let noise =
-            RngKey::new(5).stream(name).normal(var.shape(), DType::F32, &Device::Cpu).unwrap();
-        var.set(&(var.as_tensor() + (noise * 0.05).unwrap()).unwrap()).unwrap();
-    }
+    let (_vm, model) = perturbed(cfg, 5);
     let (x0, ids) = batch(&cfg, 2);
     let sigma = Tensor::new(&[0.3f32, 0.7], &Device::Cpu).unwrap();
     let null = model.forward(&x0, &sigma, &model.null_prompt(2).unwrap()).unwrap();
