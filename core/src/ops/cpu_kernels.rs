@@ -8,7 +8,7 @@
 //! candle's ops, so the maths is the same on every device.
 
 use candle_core::backend::BackendStorage;
-use candle_core::{CpuStorage, CustomOp1, CustomOp2, Layout, Shape, Tensor};
+use candle_core::{CpuStorage, CustomOp1, CustomOp2, CustomOp3, Layout, Shape, Tensor};
 use rayon::prelude::*;
 
 const SQRT_2_OVER_PI: f32 = 0.797_884_6;
@@ -102,6 +102,27 @@ fn binary_rows(
         for ((o, x), g) in o.chunks_mut(d).zip(x[at..].chunks(d)).zip(g[at..].chunks(d)) {
             f(x, g, o);
         }
+    });
+    Ok((CpuStorage::F32(out), l1.shape().clone()))
+}
+
+/// A three-input element-wise body: `f(a, b, c, out)` over equal-length chunks of three
+/// contiguous tensors of one length.
+fn ternary_elementwise(
+    op: &'static str,
+    (s1, l1): (&CpuStorage, &Layout),
+    (s2, l2): (&CpuStorage, &Layout),
+    (s3, l3): (&CpuStorage, &Layout),
+    f: impl Fn(&[f32], &[f32], &[f32], &mut [f32]) + Sync,
+) -> candle_core::Result<(CpuStorage, Shape)> {
+    let (a, b, c) = (f32_slice(s1, l1, op)?, f32_slice(s2, l2, op)?, f32_slice(s3, l3, op)?);
+    if a.len() != b.len() || a.len() != c.len() {
+        candle_core::bail!("{op}: inputs of {}, {} and {} elements", a.len(), b.len(), c.len())
+    }
+    let d = ELEMENTWISE_ROW;
+    let out = map_rows(a.len(), d, |at, o| {
+        let n = o.len();
+        f(&a[at..at + n], &b[at..at + n], &c[at..at + n], o);
     });
     Ok((CpuStorage::F32(out), l1.shape().clone()))
 }
@@ -282,6 +303,171 @@ impl CustomOp2 for SoftmaxBackward {
             let dot: f32 = y.iter().zip(g).map(|(y, g)| y * g).sum();
             for ((o, &y), &g) in o.iter_mut().zip(y).zip(g) {
                 *o = y * (g - dot);
+            }
+        })
+    }
+}
+
+/// SiLU, `x·σ(x) = x / (1 + e^{−x})`, written as candle's `silu` computes it in f32 so the
+/// fused SwiGLU's value is bit-equal to `silu(gate) ⊙ up`.
+#[inline]
+fn silu(x: f32) -> f32 {
+    x / (1.0 + (-x).exp())
+}
+
+/// `d silu/dx = σ(x)(1 + x(1 − σ(x)))`.
+#[inline]
+fn silu_grad(x: f32) -> f32 {
+    let s = 1.0 / (1.0 + (-x).exp());
+    s * (1.0 + x * (1.0 - s))
+}
+
+/// SwiGLU's gate, `silu(gate) ⊙ up` (Shazeer 2020), one pass forward and one pass per input
+/// backward (candle's composition costs a `silu` map and a product forward and eight
+/// temporaries backward).
+pub(super) struct SwiGlu;
+
+impl CustomOp2 for SwiGlu {
+    fn name(&self) -> &'static str {
+        "drift-swiglu"
+    }
+
+    fn cpu_fwd(
+        &self,
+        s1: &CpuStorage,
+        l1: &Layout,
+        s2: &CpuStorage,
+        l2: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        binary_rows(self.name(), (s1, l1), (s2, l2), ELEMENTWISE_ROW, |gate, up, o| {
+            for ((o, &g), &u) in o.iter_mut().zip(gate).zip(up) {
+                *o = silu(g) * u;
+            }
+        })
+    }
+
+    fn bwd(
+        &self,
+        gate: &Tensor,
+        up: &Tensor,
+        _res: &Tensor,
+        grad: &Tensor,
+    ) -> candle_core::Result<(Option<Tensor>, Option<Tensor>)> {
+        let (gate, up, grad) = (gate.contiguous()?, up.contiguous()?, grad.contiguous()?);
+        let d_gate = gate.apply_op3_no_bwd(&up, &grad, &SwiGluGateBackward)?;
+        let d_up = gate.apply_op2_no_bwd(&grad, &SwiGluUpBackward)?;
+        Ok((Some(d_gate), Some(d_up)))
+    }
+}
+
+/// `(gate, up, g) ↦ g ⊙ up ⊙ silu'(gate)`.
+struct SwiGluGateBackward;
+
+impl CustomOp3 for SwiGluGateBackward {
+    fn name(&self) -> &'static str {
+        "drift-swiglu-gate-backward"
+    }
+
+    fn cpu_fwd(
+        &self,
+        s1: &CpuStorage,
+        l1: &Layout,
+        s2: &CpuStorage,
+        l2: &Layout,
+        s3: &CpuStorage,
+        l3: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        ternary_elementwise(self.name(), (s1, l1), (s2, l2), (s3, l3), |gate, up, g, o| {
+            for (((o, &x), &u), &g) in o.iter_mut().zip(gate).zip(up).zip(g) {
+                *o = g * u * silu_grad(x);
+            }
+        })
+    }
+}
+
+/// `(gate, g) ↦ g ⊙ silu(gate)`.
+struct SwiGluUpBackward;
+
+impl CustomOp2 for SwiGluUpBackward {
+    fn name(&self) -> &'static str {
+        "drift-swiglu-up-backward"
+    }
+
+    fn cpu_fwd(
+        &self,
+        s1: &CpuStorage,
+        l1: &Layout,
+        s2: &CpuStorage,
+        l2: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        binary_rows(self.name(), (s1, l1), (s2, l2), ELEMENTWISE_ROW, |gate, g, o| {
+            for ((o, &x), &g) in o.iter_mut().zip(gate).zip(g) {
+                *o = g * silu(x);
+            }
+        })
+    }
+}
+
+/// `1/√(mean(x²) + eps)` of one row.
+#[inline]
+fn inv_rms(row: &[f32], eps: f32) -> f32 {
+    let ms = row.iter().map(|v| v * v).sum::<f32>() / row.len() as f32;
+    1.0 / (ms + eps).sqrt()
+}
+
+/// `x / √(mean(x²) + eps)` over the last dimension: RMSNorm without its gain (Zhang &
+/// Sennrich 2019).
+pub(super) struct RmsNormalize {
+    pub eps: f32,
+}
+
+impl CustomOp1 for RmsNormalize {
+    fn name(&self) -> &'static str {
+        "drift-rms-normalize"
+    }
+
+    fn cpu_fwd(&self, s: &CpuStorage, l: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
+        unary_rows(self.name(), (s, l), last_dim(l), |x, o| {
+            let inv = inv_rms(x, self.eps);
+            for (o, &x) in o.iter_mut().zip(x) {
+                *o = x * inv;
+            }
+        })
+    }
+
+    fn bwd(
+        &self,
+        arg: &Tensor,
+        _res: &Tensor,
+        grad: &Tensor,
+    ) -> candle_core::Result<Option<Tensor>> {
+        let op = RmsNormalizeBackward { eps: self.eps };
+        Ok(Some(arg.contiguous()?.apply_op2_no_bwd(&grad.contiguous()?, &op)?))
+    }
+}
+
+/// `(x, g) ↦ r·(g − y·mean(g ⊙ y))` per row, `r = 1/√(mean(x²) + eps)` and `y = r·x`.
+struct RmsNormalizeBackward {
+    eps: f32,
+}
+
+impl CustomOp2 for RmsNormalizeBackward {
+    fn name(&self) -> &'static str {
+        "drift-rms-normalize-backward"
+    }
+
+    fn cpu_fwd(
+        &self,
+        s1: &CpuStorage,
+        l1: &Layout,
+        s2: &CpuStorage,
+        l2: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        binary_rows(self.name(), (s1, l1), (s2, l2), last_dim(l1), |x, g, o| {
+            let inv = inv_rms(x, self.eps);
+            let gy_mean = x.iter().zip(g).map(|(&x, &g)| g * x * inv).sum::<f32>() / x.len() as f32;
+            for ((o, &x), &g) in o.iter_mut().zip(x).zip(g) {
+                *o = inv * (g - x * inv * gy_mean);
             }
         })
     }

@@ -7,8 +7,8 @@
 //! composition of elementary ops when one is (training). Both compute the same function.
 //! Inputs to the fused kernels are made contiguous first (they reject strided views).
 //!
-//! On the CPU in f32, [`gelu`], [`normalize`], [`softmax_last_dim`] and the tracked
-//! [`layer_norm`] run drift's own one-pass kernels (`cpu_kernels`), which carry their backward
+//! On the CPU in f32, [`gelu`], [`normalize`], [`softmax_last_dim`], [`swiglu`] and the
+//! tracked [`layer_norm`] and [`rms_norm`] run drift's own one-pass kernels (`cpu_kernels`), which carry their backward
 //! pass; the same kernel serves the rollout and the training forward, so the old policy and the
 //! policy being trained evaluate one function.
 
@@ -63,12 +63,27 @@ pub fn log_softmax_last_dim(x: &Tensor) -> Result<Tensor> {
 }
 
 /// RMSNorm, `w ⊙ x / √(mean(x²) + eps)` over the last dimension (Zhang & Sennrich 2019),
-/// computed in f32 for half-precision inputs.
+/// computed in f32 for half-precision inputs. Tracked on the CPU in f32 it is drift's one-pass
+/// normalisation (with its one-pass backward) times `w`; untracked it stays candle's fused
+/// kernel, whose rounding the decoding parity checks were made with.
 pub fn rms_norm(x: &Tensor, weight: &Tensor, eps: f32) -> Result<Tensor> {
-    Ok(if tracked(&[x, weight]) {
+    Ok(if tracked(&[x, weight]) && cpu_f32(x) && weight.dtype() == DType::F32 {
+        x.contiguous()?.apply_op1(cpu_kernels::RmsNormalize { eps })?.broadcast_mul(weight)?
+    } else if tracked(&[x, weight]) {
         candle_nn::ops::rms_norm_slow(x, weight, eps)?
     } else {
         candle_nn::ops::rms_norm(&x.contiguous()?, weight, eps)?
+    })
+}
+
+/// SwiGLU's gate `silu(gate) ⊙ up` (Shazeer 2020; LLaMA, LLaDA, Qwen2), `silu(x) = x·σ(x)`.
+/// On the CPU in f32 it is one fused pass (bit-equal to the composition in value) with a
+/// fused backward; elsewhere candle's `silu` and product.
+pub fn swiglu(gate: &Tensor, up: &Tensor) -> Result<Tensor> {
+    Ok(if cpu_f32(gate) && cpu_f32(up) && gate.shape() == up.shape() {
+        gate.contiguous()?.apply_op2(&up.contiguous()?, cpu_kernels::SwiGlu)?
+    } else {
+        (candle_nn::ops::silu(gate)? * up)?
     })
 }
 
@@ -215,6 +230,92 @@ mod tests {
             };
             let fd = (f(v as f64 + h) - f(v as f64 - h)) / (2.0 * h);
             assert!((g[i] as f64 - fd).abs() < 1e-4, "x={v}: {} vs {fd}", g[i]);
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn rms_norm_kernel_matches_candle_in_value_and_gradient() -> Result<()> {
+        let w = randn(15, &[40]);
+        agrees_with_candle(
+            |x| rms_norm(x, &w, 1e-5),
+            |x| candle_nn::ops::rms_norm_slow(x, &w, 1e-5),
+            &[3, 5, 40],
+        )?;
+        // The gain's gradient too: `Σ_rows g ⊙ y`, through both paths.
+        let x = randn(16, &[6, 40]);
+        let (wa, wb) = (Var::from_tensor(&w)?, Var::from_tensor(&w)?);
+        let wt = randn(17, &[6, 40]);
+        let ga = rms_norm(&x, wa.as_tensor(), 1e-5)?;
+        let gb = candle_nn::ops::rms_norm_slow(&x, wb.as_tensor(), 1e-5)?;
+        let da = ga.mul(&wt)?.sum_all()?.backward()?.remove(wa.as_tensor()).unwrap();
+        let db = gb.mul(&wt)?.sum_all()?.backward()?.remove(wb.as_tensor()).unwrap();
+        assert!(max_diff(&da, &db) < 1e-5, "gain gradient: {}", max_diff(&da, &db));
+        Ok(())
+    }
+
+    /// Central finite differences of `Σ w ⊙ x/√(mean(x²) + eps)` in f64 against the kernel's
+    /// backward, on one row.
+    #[test]
+    fn rms_normalize_gradient_matches_finite_differences() -> Result<()> {
+        let xs = [0.3f32, -1.2, 2.5, 0.0, -0.7, 1.9];
+        let ws = [0.5f64, -1.0, 2.0, 0.25, 1.5, -0.75];
+        let x = Var::new(&xs[..], &Device::Cpu)?;
+        let one = Tensor::ones(6, DType::F32, &Device::Cpu)?;
+        let wt = Tensor::new(&ws.map(|w| w as f32)[..], &Device::Cpu)?;
+        let y = rms_norm(&x.as_tensor().unsqueeze(0)?, &one, 1e-5)?.squeeze(0)?;
+        let g = y.mul(&wt)?.sum_all()?.backward()?.remove(x.as_tensor()).unwrap();
+        let g = g.to_vec1::<f32>()?;
+        let f = |v: &[f64]| {
+            let r = 1.0 / (v.iter().map(|x| x * x).sum::<f64>() / 6.0 + 1e-5).sqrt();
+            v.iter().zip(&ws).map(|(x, w)| w * x * r).sum::<f64>()
+        };
+        for i in 0..6 {
+            let h = 1e-4;
+            let mut p: Vec<f64> = xs.iter().map(|&v| f64::from(v)).collect();
+            let mut m = p.clone();
+            p[i] += h;
+            m[i] -= h;
+            let fd = (f(&p) - f(&m)) / (2.0 * h);
+            assert!((f64::from(g[i]) - fd).abs() < 1e-4, "x[{i}]: {} vs {fd}", g[i]);
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn swiglu_is_the_composition_in_value_and_gradient() -> Result<()> {
+        // Three rayon tasks' worth, a length no task size divides, and a strided `up`.
+        let (gate, up) = ((randn(18, &[5, 7, 1000]) * 3.0)?, randn(19, &[5, 1000, 7]));
+        let (ga, gb) = (Var::from_tensor(&gate)?, Var::from_tensor(&gate)?);
+        let (ua, ub) = (Var::from_tensor(&up)?, Var::from_tensor(&up)?);
+        let ours = swiglu(ga.as_tensor(), &ua.as_tensor().transpose(1, 2)?)?;
+        let reference =
+            (candle_nn::ops::silu(gb.as_tensor())? * ub.as_tensor().transpose(1, 2)?)?;
+        assert_eq!(max_diff(&ours, &reference), 0.0, "the value is bit-equal to the composition");
+        let w = randn(20, ours.dims());
+        let mut da = ours.mul(&w)?.sum_all()?.backward()?;
+        let mut db = reference.mul(&w)?.sum_all()?.backward()?;
+        for (a, b) in [(ga.as_tensor(), gb.as_tensor()), (ua.as_tensor(), ub.as_tensor())] {
+            let (a, b) = (da.remove(a).unwrap(), db.remove(b).unwrap());
+            assert!(max_diff(&a, &b) < 1e-5, "gradient: {}", max_diff(&a, &b));
+        }
+        Ok(())
+    }
+
+    /// `d/dg Σ w ⊙ silu(g)·u` by central differences in f64.
+    #[test]
+    fn swiglu_gate_gradient_matches_finite_differences() -> Result<()> {
+        let gs = [-6.0f32, -1.5, -1e-3, 0.0, 0.8, 4.0];
+        let us = [0.7f32, -1.1, 2.0, 0.5, -0.3, 1.2];
+        let g = Var::new(&gs[..], &Device::Cpu)?;
+        let u = Tensor::new(&us[..], &Device::Cpu)?;
+        let d = swiglu(g.as_tensor(), &u)?.sum_all()?.backward()?.remove(g.as_tensor()).unwrap();
+        let d = d.to_vec1::<f32>()?;
+        for i in 0..gs.len() {
+            let (x, h) = (f64::from(gs[i]), 1e-4);
+            let silu = |v: f64| v / (1.0 + (-v).exp());
+            let fd = f64::from(us[i]) * (silu(x + h) - silu(x - h)) / (2.0 * h);
+            assert!((f64::from(d[i]) - fd).abs() < 1e-4, "g={x}: {} vs {fd}", d[i]);
         }
         Ok(())
     }

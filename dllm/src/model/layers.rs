@@ -67,8 +67,8 @@ impl SwiGlu {
 
     /// Applies the MLP to `x: [B, T, d_model]`.
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        let gate = candle_nn::ops::silu(&self.gate.forward(x)?)?;
-        Ok(self.down.forward(&(gate * self.up.forward(x)?)?)?)
+        let hidden = ops::swiglu(&self.gate.forward(x)?, &self.up.forward(x)?)?;
+        Ok(self.down.forward(&hidden)?)
     }
 }
 
