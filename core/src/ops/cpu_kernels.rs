@@ -408,11 +408,13 @@ impl CustomOp2 for SwiGluUpBackward {
     }
 }
 
-/// `1/√(mean(x²) + eps)` of one row.
+/// `√(mean(x²) + eps)` of one row, summed in order as candle's fused `rms_norm` does, so the
+/// normalised row `x / rms` is bit-equal to it (the untracked path) and a fresh policy's ratio
+/// and KL against its rollout are exactly 1 and 0.
 #[inline]
-fn inv_rms(row: &[f32], eps: f32) -> f32 {
+fn rms(row: &[f32], eps: f32) -> f32 {
     let ms = row.iter().map(|v| v * v).sum::<f32>() / row.len() as f32;
-    1.0 / (ms + eps).sqrt()
+    (ms + eps).sqrt()
 }
 
 /// `x / √(mean(x²) + eps)` over the last dimension: RMSNorm without its gain (Zhang &
@@ -428,9 +430,9 @@ impl CustomOp1 for RmsNormalize {
 
     fn cpu_fwd(&self, s: &CpuStorage, l: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
         unary_rows(self.name(), (s, l), last_dim(l), |x, o| {
-            let inv = inv_rms(x, self.eps);
+            let m = rms(x, self.eps);
             for (o, &x) in o.iter_mut().zip(x) {
-                *o = x * inv;
+                *o = x / m;
             }
         })
     }
@@ -446,7 +448,7 @@ impl CustomOp1 for RmsNormalize {
     }
 }
 
-/// `(x, g) ↦ r·(g − y·mean(g ⊙ y))` per row, `r = 1/√(mean(x²) + eps)` and `y = r·x`.
+/// `(x, g) ↦ (g − y·mean(g ⊙ y)) / m` per row, `m = √(mean(x²) + eps)` and `y = x / m`.
 struct RmsNormalizeBackward {
     eps: f32,
 }
@@ -464,10 +466,10 @@ impl CustomOp2 for RmsNormalizeBackward {
         l2: &Layout,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
         binary_rows(self.name(), (s1, l1), (s2, l2), last_dim(l1), |x, g, o| {
-            let inv = inv_rms(x, self.eps);
-            let gy_mean = x.iter().zip(g).map(|(&x, &g)| g * x * inv).sum::<f32>() / x.len() as f32;
+            let m = rms(x, self.eps);
+            let gy_mean = x.iter().zip(g).map(|(&x, &g)| g * (x / m)).sum::<f32>() / x.len() as f32;
             for ((o, &x), &g) in o.iter_mut().zip(x).zip(g) {
-                *o = inv * (g - x * inv * gy_mean);
+                *o = (g - (x / m) * gy_mean) / m;
             }
         })
     }

@@ -251,6 +251,11 @@ mod tests {
         let da = ga.mul(&wt)?.sum_all()?.backward()?.remove(wa.as_tensor()).unwrap();
         let db = gb.mul(&wt)?.sum_all()?.backward()?.remove(wb.as_tensor()).unwrap();
         assert!(max_diff(&da, &db) < 1e-5, "gain gradient: {}", max_diff(&da, &db));
+        // Tracked and untracked (candle's fused kernel) give the same bits, so a policy's
+        // first ratio and KL against its own rollout are exactly 1 and 0.
+        let tracked = rms_norm(&x, wa.as_tensor(), 1e-5)?;
+        let fused = rms_norm(&x, &w, 1e-5)?;
+        assert_eq!(max_diff(&tracked, &fused), 0.0);
         Ok(())
     }
 
