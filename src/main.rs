@@ -47,6 +47,7 @@ Examples:
   drift sample dllm --model examples/checkpoints/dllm-code-v5 --prompt 'Write a Python function f(xs) that returns the sum of the even numbers in xs.'
   drift sample flow --model examples/checkpoints/flow-shapes-v2 --prompt 'a red circle left of a square' --out grid.png
   drift plot runs/flow-grpo/metrics.jsonl --keys reward/mean,clip/frac --out curves.png
+  drift prompts flow --out shapes.jsonl              # the shapes world's prompts and split, to edit
   drift bench flow
   drift bench branch                                 # Flow-GRPO vs BranchGRPO: evaluations and time per iteration
 
@@ -105,6 +106,9 @@ enum Command {
         #[arg(long, default_value_t = 3)]
         iters: usize,
     },
+    /// Write a shipped world's prompt set as a JSONL file to edit and train or evaluate on.
+    #[command(subcommand)]
+    Prompts(PromptsCmd),
     /// List the named policy-loss presets and their settings.
     Presets {
         /// Completion length used by the presets that need one (espo, gdpo, dr_grpo).
@@ -330,6 +334,21 @@ enum PretrainCmd {
 }
 
 #[derive(Subcommand, Debug)]
+enum PromptsCmd {
+    /// The shapes world's prompts with their train / held-out split (seed 0, the split every
+    /// shipped run uses), one `{"prompt": …, "category": …, "split": …}` per line. Edit it and
+    /// pass it back with `drift train flow --set prompts=FILE` or `drift eval flow --prompts
+    /// FILE`.
+    ///
+    /// Example: drift prompts flow --out shapes.jsonl
+    Flow {
+        /// Output JSONL file.
+        #[arg(long, default_value = "shapes_prompts.jsonl")]
+        out: PathBuf,
+    },
+}
+
+#[derive(Subcommand, Debug)]
 enum EvalCmd {
     /// GenEval-style strict accuracy of a DiT sampled with the ODE on the held-out prompts (or
     /// a JSONL prompt file), overall and per category.
@@ -480,6 +499,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 outln!("{name}: {cfg:?}");
             }
         }
+        Some(Command::Prompts(PromptsCmd::Flow { out })) => cli::flow::write_prompts(&out)?,
         Some(Command::Pretrain(PretrainCmd::Flow { config, sets, out, force })) => {
             cli::flow::pretrain(&run_command(&config, &sets, &out, force), dev)?;
         }

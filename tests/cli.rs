@@ -27,6 +27,8 @@ fn every_subcommand_has_help() {
         vec!["train", "dllm", "--help"],
         vec!["train", "sas", "--help"],
         vec!["presets", "--help"],
+        vec!["prompts", "--help"],
+        vec!["prompts", "flow", "--help"],
         vec!["sample", "--help"],
         vec!["sample", "dllm", "--help"],
         vec!["sample", "flow", "--help"],
@@ -147,6 +149,29 @@ fn sample_and_plot_run_on_the_shipped_models() {
     let (code, text) = drift(&["plot", metrics.to_str().unwrap(), "--out", png.to_str().unwrap()]);
     assert_eq!(code, 2, "{text}");
     assert!(text.contains("5000 metrics"), "{text}");
+}
+
+#[test]
+fn prompts_flow_writes_the_worlds_split_as_a_file_the_trainer_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("shapes.jsonl");
+    let (code, text) = drift(&["prompts", "flow", "--out", file.to_str().unwrap()]);
+    assert_eq!(code, 0, "{text}");
+    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&file)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 450, "the whole prompt space");
+    let held = lines.iter().filter(|l| l["split"] == "held_out").count();
+    let train = lines.iter().filter(|l| l["split"] == "train").count();
+    assert_eq!((train + held, held > 0), (450, true));
+    assert!(text.contains(&format!("{train} train and {held} held-out")), "{text}");
+    assert!(lines.iter().all(|l| l["category"].is_string()));
+    let missing = dir.path().join("no/such/dir/p.jsonl");
+    let (code, text) = drift(&["prompts", "flow", "--out", missing.to_str().unwrap()]);
+    assert_eq!(code, 1, "{text}");
+    assert!(text.contains("no/such/dir/p.jsonl"), "{text}");
 }
 
 #[test]

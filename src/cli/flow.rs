@@ -290,6 +290,20 @@ fn print_report(
     super::print_finished(&r.run)
 }
 
+/// `drift prompts flow`: writes the shapes world's split (seed 0) to `out` as JSONL and says
+/// how many prompts each side holds.
+pub fn write_prompts(out: &Path) -> Result<()> {
+    let split = shapes::split(&SplitConfig::default())?;
+    shapes::jsonl::write_split_jsonl(out, &split)?;
+    outln!(
+        "{}: {} train and {} held-out prompts of the shapes world",
+        out.display(),
+        split.train.len(),
+        split.held_out.len()
+    );
+    Ok(())
+}
+
 /// The task of a run: the shapes world's split, or a JSONL prompt file whose `held_out` lines
 /// are evaluated (the world's held-out split when it has none) and whose other lines are
 /// trained on.

@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use super::error::{Result, ShapesError};
 use super::grammar::{Category, Prompt};
 use super::parse::from_text;
+use super::split::PromptSplit;
 use crate::worlds::split::Split;
 
 /// One line of a prompt-set file.
@@ -31,8 +32,33 @@ pub struct PromptRecord {
 
 /// Writes `prompts` to `path` as JSONL, tagging each with `split` when given.
 pub fn write_jsonl(path: &Path, prompts: &[Prompt], split: Option<Split>) -> Result<()> {
-    let io = |source| ShapesError::Io { path: path.to_path_buf(), source };
     let mut text = String::new();
+    push_records(&mut text, prompts, split, path)?;
+    write_text(path, &text)
+}
+
+/// Writes a whole train / held-out split to `path` as JSONL: the train prompts tagged
+/// `"split": "train"`, then the held-out ones tagged `"held_out"`. Read back (`drift train flow
+/// --set prompts=FILE`) it is that same split, so it is the file to start from when editing
+/// the world's prompts.
+pub fn write_split_jsonl(path: &Path, split: &PromptSplit) -> Result<()> {
+    write_text(path, &split_jsonl(split, path)?)
+}
+
+/// The JSONL text [`write_split_jsonl`] writes; `path` only names the destination in errors.
+pub fn split_jsonl(split: &PromptSplit, path: &Path) -> Result<String> {
+    let mut text = String::new();
+    push_records(&mut text, &split.train, Some(Split::Train), path)?;
+    push_records(&mut text, &split.held_out, Some(Split::HeldOut), path)?;
+    Ok(text)
+}
+
+fn push_records(
+    text: &mut String,
+    prompts: &[Prompt],
+    split: Option<Split>,
+    path: &Path,
+) -> Result<()> {
     for p in prompts {
         let record = PromptRecord { prompt: p.to_text(), category: Some(p.category()), split };
         let line = serde_json::to_string(&record).map_err(|e| ShapesError::Jsonl {
@@ -43,6 +69,11 @@ pub fn write_jsonl(path: &Path, prompts: &[Prompt], split: Option<Split>) -> Res
         text.push_str(&line);
         text.push('\n');
     }
+    Ok(())
+}
+
+fn write_text(path: &Path, text: &str) -> Result<()> {
+    let io = |source| ShapesError::Io { path: path.to_path_buf(), source };
     let mut file = std::fs::File::create(path).map_err(io)?;
     file.write_all(text.as_bytes()).map_err(io)
 }
@@ -97,6 +128,19 @@ mod tests {
             assert_eq!(p, want);
             assert_eq!(*tag, Some(Split::HeldOut));
         }
+    }
+
+    #[test]
+    fn a_written_split_reads_back_as_the_same_split() {
+        let s = split(&SplitConfig::default()).unwrap();
+        let text = split_jsonl(&s, Path::new("split.jsonl")).unwrap();
+        let back = parse_jsonl(&text, Path::new("split.jsonl")).unwrap();
+        assert_eq!(back.len(), 450, "the whole prompt space");
+        let side = |tag| -> Vec<Prompt> {
+            back.iter().filter(|(_, t)| *t == Some(tag)).map(|(p, _)| p.clone()).collect()
+        };
+        assert_eq!(side(Split::Train), s.train);
+        assert_eq!(side(Split::HeldOut), s.held_out);
     }
 
     #[test]
