@@ -127,6 +127,16 @@ fn ternary_elementwise(
     Ok((CpuStorage::F32(out), l1.shape().clone()))
 }
 
+/// A one-input kernel's gradient: its backward kernel `op` applied to the saved tensor `x` (the
+/// forward's input or output) and the incoming gradient, both made contiguous.
+fn backward_of(
+    x: &Tensor,
+    grad: &Tensor,
+    op: &impl CustomOp2,
+) -> candle_core::Result<Option<Tensor>> {
+    Ok(Some(x.contiguous()?.apply_op2_no_bwd(&grad.contiguous()?, op)?))
+}
+
 /// The length of the last dimension: the row of the row-wise kernels.
 fn last_dim(l: &Layout) -> usize {
     l.dims().last().copied().unwrap_or(1)
@@ -154,7 +164,7 @@ impl CustomOp1 for Gelu {
         _res: &Tensor,
         grad: &Tensor,
     ) -> candle_core::Result<Option<Tensor>> {
-        Ok(Some(arg.contiguous()?.apply_op2_no_bwd(&grad.contiguous()?, &GeluBackward)?))
+        backward_of(arg, grad, &GeluBackward)
     }
 }
 
@@ -215,8 +225,7 @@ impl CustomOp1 for Normalize {
         _res: &Tensor,
         grad: &Tensor,
     ) -> candle_core::Result<Option<Tensor>> {
-        let op = NormalizeBackward { eps: self.eps };
-        Ok(Some(arg.contiguous()?.apply_op2_no_bwd(&grad.contiguous()?, &op)?))
+        backward_of(arg, grad, &NormalizeBackward { eps: self.eps })
     }
 }
 
@@ -280,7 +289,7 @@ impl CustomOp1 for Softmax {
         res: &Tensor,
         grad: &Tensor,
     ) -> candle_core::Result<Option<Tensor>> {
-        Ok(Some(res.contiguous()?.apply_op2_no_bwd(&grad.contiguous()?, &SoftmaxBackward)?))
+        backward_of(res, grad, &SoftmaxBackward)
     }
 }
 
@@ -443,8 +452,7 @@ impl CustomOp1 for RmsNormalize {
         _res: &Tensor,
         grad: &Tensor,
     ) -> candle_core::Result<Option<Tensor>> {
-        let op = RmsNormalizeBackward { eps: self.eps };
-        Ok(Some(arg.contiguous()?.apply_op2_no_bwd(&grad.contiguous()?, &op)?))
+        backward_of(arg, grad, &RmsNormalizeBackward { eps: self.eps })
     }
 }
 
