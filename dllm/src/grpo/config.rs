@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{DllmError, Result};
 use crate::estimate::EstimatorConfig;
 use crate::grpo::sudoku_task::{SudokuTaskConfig, TextWorld};
+use crate::model::LoraConfig;
 
 /// A dLLM RL recipe: an estimator, a ratio and loss, an advantage, `μ` and `G`, with the
 /// reference code's defaults (docs/algorithms.md §4).
@@ -169,6 +170,13 @@ pub struct DllmGrpoConfig {
     /// at the base's values and are saved with the trained model. Default empty: every
     /// parameter. A string that matches no parameter is refused.
     pub trainable: Vec<String>,
+    /// Train LoRA adapters on the block projections instead of the weights themselves
+    /// (`[lora]`: [`LoraConfig`], rank 16, α 32, every block projection), as d1 trains LLaDA:
+    /// the base stays frozen, so every update `ΔW = (α/r) B A` has rank ≤ r; `A` is drawn from
+    /// the run's seed, `B` starts at zero. Rollouts and evaluation use the merged weights; the
+    /// saved model has the adapters merged. `trainable` then selects among the adapters' tensors.
+    /// Default none: full fine-tuning.
+    pub lora: Option<LoraConfig>,
     /// Your own code problems instead of the code world: a JSONL file with one
     /// `{"prompt": …, "tests": [...]}` per line (optional `"split": "held_out"` for the
     /// evaluation set; a file without it is trained on and evaluated whole), scored by the same
@@ -228,6 +236,7 @@ impl Default for DllmGrpoConfig {
             eval_items: 128,
             shuffle_rewards: false,
             trainable: Vec::new(),
+            lora: None,
             data: None,
             sandbox: SandboxConfig::default(),
             world: TextWorld::Code,

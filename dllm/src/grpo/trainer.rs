@@ -6,6 +6,7 @@ use std::time::Instant;
 
 use candle_core::Device;
 use drift_core::metrics::mean_std;
+use drift_core::rng::RngKey;
 use drift_core::train::{write_json, Checkpointer, Finished, Optimizer, ParamSet, Resumed, Run};
 use serde::{Deserialize, Serialize};
 
@@ -57,11 +58,29 @@ struct Models {
     opt: Optimizer,
 }
 
+impl Models {
+    /// Brings the rollout view up to the policy's weights. A plain policy's view shares its
+    /// storage and needs nothing; with LoRA the view is the policy with its adapters merged
+    /// (one GEMM per layer, as the base), rebuilt after the weights change.
+    fn refresh_view(&mut self) -> Result<()> {
+        if self.policy.lora().is_some() {
+            self.view = self.policy.merged()?;
+        }
+        Ok(())
+    }
+}
+
 fn load_models(cfg: &DllmGrpoConfig, device: &Device) -> Result<Models> {
-    let trainable = LoadOptions { device: device.clone(), ..LoadOptions::trainable() };
+    let trainable = LoadOptions {
+        device: device.clone(),
+        lora: cfg.lora.clone(),
+        adapter_key: RngKey::new(cfg.run.seed).stream("lora"),
+        ..LoadOptions::trainable()
+    };
     let policy = DiffusionLm::from_dir(&cfg.base, &trainable)?;
-    let view = policy.detached()?;
-    let reference = policy.frozen_copy()?;
+    let view = if cfg.lora.is_some() { policy.merged()? } else { policy.detached()? };
+    // Merged, a LoRA policy's reference is the base itself (`B = 0`), at the base's cost.
+    let reference = policy.merged()?;
     let varmap = policy.varmap().ok_or(DllmError::Config {
         key: "base",
         value: cfg.base.display().to_string(),
@@ -122,6 +141,7 @@ pub fn train_dllm_grpo<T: TextTask>(
     let label = format!("{:?}", cfg.recipe).to_lowercase();
     let (mut run, resumed) =
         Run::open(run_dir, cfg.run, config_text, &label, "iteration", &mut m.opt)?;
+    m.refresh_view()?;
     let base = match resumed {
         Resumed::From { dir, meta } => {
             if cfg.ref_refresh_every > 0 {
@@ -153,7 +173,7 @@ pub fn train_dllm_grpo<T: TextTask>(
             last_pass = e.main.pass_rate;
         }
         if cfg.ref_refresh_every > 0 && (step + 1) % cfg.ref_refresh_every == 0 {
-            m.reference = m.policy.frozen_copy()?;
+            m.reference = m.policy.merged()?;
             run.set_extra_tensors(REFERENCE_FILE, reference_weights(&m.reference));
         }
         let figures = [figures[0], figures[1], ("eval_pass", last_pass)];
@@ -212,6 +232,7 @@ fn iteration<T: TextTask>(
         estimator_rows += r.cost;
         reports.push(r);
     }
+    m.refresh_view()?;
     let update_s = t_up.elapsed().as_secs_f64();
     let b = batch.len() as f64;
     let rewards: Vec<f64> = batch.scores.iter().map(|s| s.reward).collect();

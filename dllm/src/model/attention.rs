@@ -15,7 +15,8 @@ use drift_core::nn::Linear;
 
 use drift_samplers::dllm::CacheOp;
 
-use super::layers::{linear, Rotary};
+use super::layers::{block_linear, Rotary};
+use super::lora::LoraConfig;
 use crate::error::{DllmError, Result};
 
 /// Additive score bias for masked keys: finite, so an all-masked (pad) row stays finite before
@@ -83,14 +84,20 @@ pub struct Attention {
 impl Attention {
     /// Loads the projections from `[q, k, v, o]`, the caller's `vb.pp("…")` of each (LLaDA:
     /// `q_proj`, `k_proj`, `v_proj`, `attn_out`; Dream: `self_attn.{q,k,v,o}_proj`).
-    pub fn new(spec: AttentionSpec, vbs: [VarBuilder; 4]) -> Result<Self> {
+    /// Each gets a LoRA adapter when `lora` targets it.
+    pub fn new(
+        spec: AttentionSpec,
+        vbs: [VarBuilder; 4],
+        lora: Option<&LoraConfig>,
+    ) -> Result<Self> {
         let kv = spec.n_kv_heads * spec.head_dim();
         let [q, k, v, o] = vbs;
+        let h = spec.hidden;
         Ok(Self {
-            q: linear(spec.hidden, spec.hidden, spec.qkv_bias, q)?,
-            k: linear(spec.hidden, kv, spec.qkv_bias, k)?,
-            v: linear(spec.hidden, kv, spec.qkv_bias, v)?,
-            o: linear(spec.hidden, spec.hidden, spec.out_bias, o)?,
+            q: block_linear(h, h, spec.qkv_bias, q, lora)?,
+            k: block_linear(h, kv, spec.qkv_bias, k, lora)?,
+            v: block_linear(h, kv, spec.qkv_bias, v, lora)?,
+            o: block_linear(h, h, spec.out_bias, o, lora)?,
             spec,
         })
     }
@@ -230,7 +237,7 @@ mod tests {
             ts.insert(format!("{name}.bias"), randn(10 + i as u64, &[out]));
         }
         let vb = VarBuilder::from_tensors(ts, DType::F32, &Device::Cpu);
-        Attention::new(spec, [vb.pp("q"), vb.pp("k"), vb.pp("v"), vb.pp("o")]).unwrap()
+        Attention::new(spec, [vb.pp("q"), vb.pp("k"), vb.pp("v"), vb.pp("o")], None).unwrap()
     }
 
     #[test]

@@ -22,6 +22,7 @@ use super::config::{check_heads, unsupported};
 use drift_core::nn::Linear;
 
 use super::layers::{linear, RmsNorm, Rotary, SwiGlu, WEIGHT_INIT};
+use super::lora::LoraConfig;
 use crate::error::Result;
 
 fn default_theta() -> f64 {
@@ -135,7 +136,7 @@ pub struct DreamLayer {
 
 impl DreamLayer {
     /// Loads layer weights from `vb` (already at `model.layers.{i}`).
-    pub fn new(cfg: &DreamConfig, vb: &VarBuilder) -> Result<Self> {
+    pub fn new(cfg: &DreamConfig, vb: &VarBuilder, lora: Option<&LoraConfig>) -> Result<Self> {
         let spec = AttentionSpec {
             hidden: cfg.hidden_size,
             n_heads: cfg.num_attention_heads,
@@ -151,6 +152,7 @@ impl DreamLayer {
             self_attn: Attention::new(
                 spec,
                 [attn.pp("q_proj"), attn.pp("k_proj"), attn.pp("v_proj"), attn.pp("o_proj")],
+                lora,
             )?,
             post_attention_layernorm: RmsNorm::new(d, eps, vb.pp("post_attention_layernorm"))?,
             mlp: SwiGlu::new(
@@ -158,6 +160,7 @@ impl DreamLayer {
                 m,
                 false,
                 [mlp.pp("gate_proj"), mlp.pp("up_proj"), mlp.pp("down_proj")],
+                lora,
             )?,
         })
     }
@@ -187,13 +190,14 @@ pub struct DreamModel {
 }
 
 impl DreamModel {
-    /// Loads the model from `vb` at the checkpoint root.
-    pub fn new(cfg: &DreamConfig, vb: &VarBuilder) -> Result<Self> {
+    /// Loads the model from `vb` at the checkpoint root, with LoRA adapters on the layer
+    /// projections `lora` targets (never on the head).
+    pub fn new(cfg: &DreamConfig, vb: &VarBuilder, lora: Option<&LoraConfig>) -> Result<Self> {
         let m = vb.pp("model");
         let (v, d) = (cfg.vocab_size, cfg.hidden_size);
         let embed = m.pp("embed_tokens").get_with_hints((v, d), "weight", WEIGHT_INIT)?;
         let layers = (0..cfg.num_hidden_layers)
-            .map(|i| DreamLayer::new(cfg, &m.pp("layers").pp(i)))
+            .map(|i| DreamLayer::new(cfg, &m.pp("layers").pp(i), lora))
             .collect::<Result<Vec<_>>>()?;
         let lm_head = if cfg.tie_word_embeddings {
             Linear::new(embed.clone(), None)

@@ -7,6 +7,7 @@ use candle_nn::{Init, VarBuilder};
 use drift_core::nn::Linear;
 use drift_core::ops;
 
+use super::lora::{adapt, LoraConfig};
 use crate::error::Result;
 
 /// Standard deviation of the normal initialisation of fresh linear and embedding weights
@@ -21,6 +22,17 @@ pub(crate) const WEIGHT_INIT: Init = Init::Randn { mean: 0.0, stdev: INIT_STD };
 /// [`WEIGHT_INIT`] when fresh, under `vb` (the caller's `vb.pp("q_proj")`).
 pub(crate) fn linear(in_dim: usize, out_dim: usize, bias: bool, vb: VarBuilder) -> Result<Linear> {
     Ok(Linear::load(in_dim, out_dim, bias, WEIGHT_INIT, vb)?)
+}
+
+/// A block projection: [`linear`], with a LoRA adapter when `lora` targets its path.
+pub(crate) fn block_linear(
+    in_dim: usize,
+    out_dim: usize,
+    bias: bool,
+    vb: VarBuilder,
+    lora: Option<&LoraConfig>,
+) -> Result<Linear> {
+    adapt(linear(in_dim, out_dim, bias, vb.clone())?, in_dim, out_dim, lora, &vb)
 }
 
 /// RMSNorm `w ⊙ x / √(mean(x²) + eps)` (Zhang & Sennrich 2019), computed in f32, its gain named
@@ -55,13 +67,19 @@ pub struct SwiGlu {
 impl SwiGlu {
     /// Loads the three projections from `[gate, up, down]`, the caller's `vb.pp("…")` of each
     /// (LLaDA: `ff_proj`, `up_proj`, `ff_out`; Dream: `mlp.gate_proj`, `mlp.up_proj`,
-    /// `mlp.down_proj`).
-    pub fn new(d_model: usize, hidden: usize, bias: bool, vbs: [VarBuilder; 3]) -> Result<Self> {
+    /// `mlp.down_proj`), each with a LoRA adapter when `lora` targets it.
+    pub fn new(
+        d_model: usize,
+        hidden: usize,
+        bias: bool,
+        vbs: [VarBuilder; 3],
+        lora: Option<&LoraConfig>,
+    ) -> Result<Self> {
         let [gate, up, down] = vbs;
         Ok(Self {
-            gate: linear(d_model, hidden, bias, gate)?,
-            up: linear(d_model, hidden, bias, up)?,
-            down: linear(hidden, d_model, bias, down)?,
+            gate: block_linear(d_model, hidden, bias, gate, lora)?,
+            up: block_linear(d_model, hidden, bias, up, lora)?,
+            down: block_linear(hidden, d_model, bias, down, lora)?,
         })
     }
 

@@ -22,6 +22,7 @@ use drift_core::nn::Linear;
 use drift_samplers::dllm::{CacheOp, KvCache};
 
 use super::layers::{linear, RmsNorm, Rotary, SwiGlu, WEIGHT_INIT};
+use super::lora::LoraConfig;
 use crate::error::Result;
 
 fn default_true() -> bool {
@@ -225,7 +226,7 @@ pub struct LladaBlock {
 
 impl LladaBlock {
     /// Loads block weights from `vb` (already at `model.transformer.blocks.{i}`).
-    pub fn new(cfg: &LladaConfig, vb: &VarBuilder) -> Result<Self> {
+    pub fn new(cfg: &LladaConfig, vb: &VarBuilder, lora: Option<&LoraConfig>) -> Result<Self> {
         let spec = AttentionSpec {
             hidden: cfg.d_model,
             n_heads: cfg.n_heads,
@@ -239,6 +240,7 @@ impl LladaBlock {
             attn: Attention::new(
                 spec,
                 [vb.pp("q_proj"), vb.pp("k_proj"), vb.pp("v_proj"), vb.pp("attn_out")],
+                lora,
             )?,
             ff_norm: RmsNorm::new(cfg.d_model, eps, vb.pp("ff_norm"))?,
             mlp: SwiGlu::new(
@@ -246,6 +248,7 @@ impl LladaBlock {
                 cfg.mlp_width(),
                 cfg.include_bias,
                 [vb.pp("ff_proj"), vb.pp("up_proj"), vb.pp("ff_out")],
+                lora,
             )?,
         })
     }
@@ -291,13 +294,14 @@ pub struct LladaModel {
 }
 
 impl LladaModel {
-    /// Loads the model from `vb` at the checkpoint root (the names start with `model.`).
-    pub fn new(cfg: &LladaConfig, vb: &VarBuilder) -> Result<Self> {
+    /// Loads the model from `vb` at the checkpoint root (the names start with `model.`), with
+    /// LoRA adapters on the block projections `lora` targets (never on the head).
+    pub fn new(cfg: &LladaConfig, vb: &VarBuilder, lora: Option<&LoraConfig>) -> Result<Self> {
         let t = vb.pp("model").pp("transformer");
         let width = cfg.logit_width();
         let wte = t.pp("wte").get_with_hints((width, cfg.d_model), "weight", WEIGHT_INIT)?;
         let blocks = (0..cfg.n_layers)
-            .map(|i| LladaBlock::new(cfg, &t.pp("blocks").pp(i)))
+            .map(|i| LladaBlock::new(cfg, &t.pp("blocks").pp(i), lora))
             .collect::<Result<Vec<_>>>()?;
         let lm_head = if cfg.weight_tying {
             Linear::new(wte.clone(), None)

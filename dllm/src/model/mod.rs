@@ -7,6 +7,7 @@
 //! - [`tiny`]: named small sizes for the shipped tasks and benchmarks.
 //! - [`layers`], [`attention`]: shared building blocks (graph-preserving via `drift_core::ops`).
 //! - [`load`], [`save`]: checkpoint folders and the offline hub cache.
+//! - [`lora`]: LoRA adapters on the block projections (d1's way of training LLaDA).
 //! - [`wrapper`]: [`DiffusionLm`], the [`MaskPredictor`](drift_samplers::MaskPredictor) with
 //!   Dream's logit shift inside.
 
@@ -16,6 +17,7 @@ pub mod dream;
 pub mod layers;
 pub mod llada;
 pub mod load;
+pub mod lora;
 pub mod save;
 pub mod tiny;
 mod weights;
@@ -23,5 +25,6 @@ pub mod wrapper;
 
 pub use config::{Architecture, DreamConfig, LladaConfig, ModelConfig};
 pub use load::CheckpointFiles;
+pub use lora::LoraConfig;
 pub use tiny::{TinySize, TinySpec, VocabSpec};
 pub use wrapper::{shift_logits, DiffusionLm, LoadOptions, Network};

@@ -16,6 +16,7 @@ use candle_nn::var_builder::SimpleBackend;
 use candle_nn::{Init, VarBuilder, VarMap};
 use drift_core::rng::RngKey;
 
+use super::lora::is_adapter_tensor;
 use crate::error::{DllmError, Result};
 
 /// The origin of the tensor values.
@@ -39,17 +40,34 @@ pub(crate) struct Record {
 }
 
 /// A `SimpleBackend` over a [`Source`], creating `Var`s in `varmap` when given one.
+///
+/// With `adapters` (a model with LoRA adapters), an adapter tensor
+/// ([`is_adapter_tensor`]) the source lacks is drawn fresh under `key.stream(name)` from its
+/// hint, and only adapter tensors become `Var`s: the base stays frozen.
 pub(crate) struct WeightBackend {
     source: Source,
     varmap: Option<VarMap>,
+    adapters: Option<RngKey>,
     record: Arc<Mutex<Record>>,
 }
 
 impl WeightBackend {
     /// A backend and the shared record it fills.
-    pub fn new(source: Source, varmap: Option<VarMap>) -> (Self, Arc<Mutex<Record>>) {
+    pub fn new(
+        source: Source,
+        varmap: Option<VarMap>,
+        adapters: Option<RngKey>,
+    ) -> (Self, Arc<Mutex<Record>>) {
         let record = Arc::new(Mutex::new(Record::default()));
-        (Self { source, varmap, record: record.clone() }, record)
+        (Self { source, varmap, adapters, record: record.clone() }, record)
+    }
+
+    fn has(&self, name: &str) -> bool {
+        match &self.source {
+            Source::Checkpoint { files, .. } => files.get(name).is_ok(),
+            Source::Tensors(map) => map.contains_key(name),
+            Source::Init(_) => true,
+        }
     }
 
     /// A `VarBuilder` over this backend.
@@ -78,6 +96,11 @@ impl WeightBackend {
     }
 
     fn value(&self, shape: &Shape, name: &str, init: Init, dev: &Device) -> Result<Tensor> {
+        if let Some(key) = self.adapters {
+            if is_adapter_tensor(name) && !self.has(name) {
+                return init_tensor(key.stream(name), shape, init, dev);
+            }
+        }
         match &self.source {
             Source::Checkpoint { files, description } => {
                 let view = files.get(name).map_err(|_| DllmError::MissingTensor {
@@ -118,8 +141,9 @@ impl WeightBackend {
             return Ok(t);
         }
         let value = self.value(&shape, name, init, dev)?.to_dtype(dtype)?;
+        let trains = self.adapters.is_none() || is_adapter_tensor(name);
         let tensor = match &self.varmap {
-            Some(varmap) => {
+            Some(varmap) if trains => {
                 let var = Var::from_tensor(&value)?;
                 let t = var.as_tensor().clone();
                 varmap
@@ -129,7 +153,7 @@ impl WeightBackend {
                     .insert(name.to_string(), var);
                 t
             }
-            None => value,
+            _ => value,
         };
         if let Ok(mut rec) = self.record.lock() {
             rec.tensors.push((name.to_string(), tensor.clone()));
@@ -182,11 +206,7 @@ impl SimpleBackend for WeightBackend {
     }
 
     fn contains_tensor(&self, name: &str) -> bool {
-        match &self.source {
-            Source::Checkpoint { files, .. } => files.get(name).is_ok(),
-            Source::Tensors(map) => map.contains_key(name),
-            Source::Init(_) => true,
-        }
+        self.has(name)
     }
 }
 

@@ -5,11 +5,14 @@ use std::collections::HashMap;
 
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarMap;
+use drift_core::nn::LoraAdapter;
+use drift_core::rng::RngKey;
 use drift_samplers::MaskPredictor;
 
 use super::config::{Architecture, ModelConfig};
 use super::dream::DreamModel;
 use super::llada::LladaModel;
+use super::lora::{is_adapter_tensor, LoraConfig};
 use super::weights::{build_with, Source, WeightBackend};
 use crate::error::{DllmError, Result};
 use crate::tokenizer::Tokenizer;
@@ -24,11 +27,15 @@ pub enum Network {
 }
 
 impl Network {
-    /// Builds the network `cfg` describes from `vb`.
-    pub fn new(cfg: &ModelConfig, vb: &candle_nn::VarBuilder) -> Result<Self> {
+    /// Builds the network `cfg` describes from `vb`, with LoRA adapters where `lora` says.
+    pub fn new(
+        cfg: &ModelConfig,
+        vb: &candle_nn::VarBuilder,
+        lora: Option<&LoraConfig>,
+    ) -> Result<Self> {
         Ok(match cfg {
-            ModelConfig::Llada(c) => Network::Llada(LladaModel::new(c, vb)?),
-            ModelConfig::Dream(c) => Network::Dream(DreamModel::new(c, vb)?),
+            ModelConfig::Llada(c) => Network::Llada(LladaModel::new(c, vb, lora)?),
+            ModelConfig::Dream(c) => Network::Dream(DreamModel::new(c, vb, lora)?),
         })
     }
 
@@ -49,13 +56,25 @@ pub struct LoadOptions {
     pub dtype: DType,
     /// Device for the weights.
     pub device: Device,
-    /// Whether weights become `Var`s in a `VarMap` (default false).
+    /// Whether weights become `Var`s in a `VarMap` (default false). With `lora`, only the
+    /// adapters' tensors do and the base stays frozen.
     pub trainable: bool,
+    /// LoRA adapters on the block projections ([`LoraConfig`]); default none.
+    pub lora: Option<LoraConfig>,
+    /// The key fresh adapter tensors absent from the source are drawn under (`A` from
+    /// `key.stream(name)`; `B` is zero). Default `RngKey::new(0)`.
+    pub adapter_key: RngKey,
 }
 
 impl Default for LoadOptions {
     fn default() -> Self {
-        Self { dtype: DType::F32, device: Device::Cpu, trainable: false }
+        Self {
+            dtype: DType::F32,
+            device: Device::Cpu,
+            trainable: false,
+            lora: None,
+            adapter_key: RngKey::new(0),
+        }
     }
 }
 
@@ -82,6 +101,7 @@ pub struct DiffusionLm {
     weights: Vec<(String, Tensor)>,
     varmap: Option<VarMap>,
     tokenizer: Option<Tokenizer>,
+    lora: Option<LoraConfig>,
     dtype: DType,
     device: Device,
 }
@@ -90,16 +110,32 @@ impl DiffusionLm {
     /// Builds the model for `config` from `source`, as `opts` says.
     pub(crate) fn build(config: ModelConfig, source: Source, opts: &LoadOptions) -> Result<Self> {
         config.validate()?;
+        if let Some(l) = &opts.lora {
+            l.validate()?;
+        }
         let varmap = opts.trainable.then(VarMap::new);
-        let (backend, record) = WeightBackend::new(source, varmap.clone());
-        let (net, weights) =
-            build_with(backend, record, opts.dtype, &opts.device, |vb| Network::new(&config, vb))?;
+        let adapters = opts.lora.as_ref().map(|_| opts.adapter_key);
+        let (backend, record) = WeightBackend::new(source, varmap.clone(), adapters);
+        let lora = opts.lora.as_ref();
+        let (net, weights) = build_with(backend, record, opts.dtype, &opts.device, |vb| {
+            Network::new(&config, vb, lora)
+        })?;
+        if let Some(l) = lora {
+            if !weights.iter().any(|(n, _)| is_adapter_tensor(n)) {
+                return Err(DllmError::Config {
+                    key: "lora.target_modules",
+                    value: format!("{:?}", l.target_modules),
+                    expected: "names that match at least one block projection".into(),
+                });
+            }
+        }
         Ok(Self {
             net,
             config,
             weights,
             varmap,
             tokenizer: None,
+            lora: opts.lora.clone(),
             dtype: opts.dtype,
             device: opts.device.clone(),
         })
@@ -115,6 +151,32 @@ impl DiffusionLm {
         Self::build(config, Source::Init(key), opts)
     }
 
+    fn frozen_options(&self) -> LoadOptions {
+        LoadOptions {
+            dtype: self.dtype,
+            device: self.device.clone(),
+            lora: self.lora.clone(),
+            ..LoadOptions::default()
+        }
+    }
+
+    /// A frozen model with every LoRA adapter folded into its layer's weight
+    /// (`W + (α/r) B A`) and no adapters: the same map up to rounding, at the base's cost per
+    /// forward (rollouts, evaluation, saving). Without adapters, a frozen copy.
+    pub fn merged(&self) -> Result<Self> {
+        let Some(lora) = &self.lora else { return self.frozen_copy() };
+        let map = merged_weights(&self.weights, lora.scale())?;
+        let opts = LoadOptions { lora: None, ..self.frozen_options() };
+        let mut merged = Self::build(self.config.clone(), Source::Tensors(map), &opts)?;
+        merged.tokenizer = self.tokenizer.clone();
+        Ok(merged)
+    }
+
+    /// The LoRA configuration of the adapters, if the model has any.
+    pub fn lora(&self) -> Option<&LoraConfig> {
+        self.lora.as_ref()
+    }
+
     /// The same model with `tokenizer` attached.
     #[must_use]
     pub fn with_tokenizer(mut self, tokenizer: Tokenizer) -> Self {
@@ -128,7 +190,7 @@ impl DiffusionLm {
     pub fn detached(&self) -> Result<Self> {
         let map: HashMap<String, Tensor> =
             self.weights.iter().map(|(n, t)| (n.clone(), t.detach())).collect();
-        let opts = LoadOptions { dtype: self.dtype, device: self.device.clone(), trainable: false };
+        let opts = self.frozen_options();
         let mut view = Self::build(self.config.clone(), Source::Tensors(map), &opts)?;
         view.tokenizer = self.tokenizer.clone();
         Ok(view)
@@ -142,7 +204,7 @@ impl DiffusionLm {
             .iter()
             .map(|(n, t)| Ok((n.clone(), t.detach().copy()?)))
             .collect::<Result<HashMap<String, Tensor>>>()?;
-        let opts = LoadOptions { dtype: self.dtype, device: self.device.clone(), trainable: false };
+        let opts = self.frozen_options();
         let mut copy = Self::build(self.config.clone(), Source::Tensors(map), &opts)?;
         copy.tokenizer = self.tokenizer.clone();
         Ok(copy)
@@ -150,8 +212,13 @@ impl DiffusionLm {
 
     /// A frozen model of this architecture, configuration and tokenizer with the given weights
     /// (a reference policy restored from a checkpoint); errors name a missing weight.
+    /// Weights without adapter tensors (a [`merged`](Self::merged) model's) build a model
+    /// without adapters.
     pub fn frozen_with_weights(&self, weights: HashMap<String, Tensor>) -> Result<Self> {
-        let opts = LoadOptions { dtype: self.dtype, device: self.device.clone(), trainable: false };
+        let mut opts = self.frozen_options();
+        if !weights.keys().any(|n| is_adapter_tensor(n)) {
+            opts.lora = None;
+        }
         let mut copy = Self::build(self.config.clone(), Source::Tensors(weights), &opts)?;
         copy.tokenizer = self.tokenizer.clone();
         Ok(copy)
@@ -226,10 +293,44 @@ impl std::fmt::Debug for DiffusionLm {
             .field("architecture", &self.config.architecture())
             .field("parameters", &self.num_parameters())
             .field("trainable", &self.varmap.is_some())
+            .field("lora", &self.lora)
             .field("dtype", &self.dtype)
             .field("device", &self.device)
             .finish_non_exhaustive()
     }
+}
+
+/// The base weights with each adapter folded in: `W + scale · B A` under the base name, for
+/// every `{layer}.weight` that has `{layer}.lora_A.weight` and `{layer}.lora_B.weight`;
+/// adapter tensors are dropped and every tensor is detached.
+pub(crate) fn merged_weights(
+    weights: &[(String, Tensor)],
+    scale: f64,
+) -> Result<HashMap<String, Tensor>> {
+    let all: HashMap<&str, &Tensor> = weights.iter().map(|(n, t)| (n.as_str(), t)).collect();
+    let mut out = HashMap::new();
+    for (name, t) in weights {
+        if is_adapter_tensor(name) {
+            continue;
+        }
+        let layer = name.strip_suffix(".weight");
+        let pair = layer.and_then(|l| {
+            Some((
+                all.get(format!("{l}.lora_A.weight").as_str())?,
+                all.get(format!("{l}.lora_B.weight").as_str())?,
+            ))
+        });
+        let value = match pair {
+            Some((a, b)) => {
+                let delta =
+                    LoraAdapter::new((*a).clone(), (*b).clone(), scale).delta_weight(t.dtype())?;
+                (t.detach() + delta)?
+            }
+            None => t.detach(),
+        };
+        out.insert(name.clone(), value);
+    }
+    Ok(out)
 }
 
 /// Dream's shift from "raw `i` predicts `i+1`" to "logits `i` score token `i`":

@@ -2,9 +2,9 @@
 //! Language Models", arXiv 2106.09685), as Flow-GRPO trains SD3.5 (r 32, α 64 on the
 //! attention projections).
 
-use candle_core::{Module, Tensor};
-use candle_nn::{Init, VarBuilder};
-use drift_core::nn::{torch_default_init, Linear};
+use candle_nn::VarBuilder;
+use drift_core::error::CoreError;
+use drift_core::nn::{lora, torch_default_init, Linear, LoraAdapter};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{FlowModelError, Result};
@@ -45,68 +45,24 @@ impl LoraConfig {
     /// adapted.
     #[must_use]
     pub fn targets(&self, name: &str) -> bool {
-        self.target_modules.iter().any(|t| name == t || name.ends_with(&format!(".{t}")))
+        lora::targets(&self.target_modules, name)
     }
 
     /// Checks the rank and α.
     pub fn validate(&self) -> Result<()> {
-        if self.rank == 0 {
-            return Err(FlowModelError::Config {
-                field: "lora.rank",
-                value: "0".into(),
-                expected: "a positive rank".into(),
-            });
-        }
-        if !self.alpha.is_finite() || self.alpha <= 0.0 {
-            return Err(FlowModelError::Config {
-                field: "lora.alpha",
-                value: self.alpha.to_string(),
-                expected: "a positive number".into(),
-            });
-        }
-        Ok(())
-    }
-}
-
-/// One low-rank update `ΔW = (α/r) B A`, `A[r, in]`, `B[out, r]`; `B` starts at zero so the
-/// adapted layer starts as the base layer.
-#[derive(Debug, Clone)]
-struct Adapter {
-    a: Linear,
-    b: Linear,
-    scale: f64,
-}
-
-/// A linear layer with an optional LoRA adapter: `y = x Wᵀ + b + (α/r)(x Aᵀ) Bᵀ`.
-#[derive(Debug, Clone)]
-pub struct Proj {
-    base: Linear,
-    adapter: Option<Adapter>,
-}
-
-impl Proj {
-    /// The dtype of the base weight.
-    #[must_use]
-    pub fn dtype(&self) -> candle_core::DType {
-        self.base.weight().dtype()
-    }
-}
-
-impl Module for Proj {
-    /// The adapter runs in its own dtype (f32 beside a bf16 base), its output cast back.
-    fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
-        let y = self.base.forward(x)?;
-        match &self.adapter {
-            Some(a) => {
-                let xa = x.to_dtype(a.a.weight().dtype())?;
-                let delta = (a.b.forward(&a.a.forward(&xa)?)? * a.scale)?;
-                let delta = delta.to_dtype(y.dtype())?;
-                y + delta
+        lora::check_rank_alpha(self.rank, self.alpha).map_err(|e| match e {
+            CoreError::Config { field, value, expected } => {
+                FlowModelError::Config { field, value, expected: expected.into() }
             }
-            None => Ok(y),
-        }
+            other => FlowModelError::from(other),
+        })
     }
 }
+
+/// A linear layer with an optional LoRA adapter, `y = x Wᵀ + b + (α/r)(x Aᵀ) Bᵀ`: drift's one
+/// [`Linear`], whose adapter runs in its own dtype (f32 beside a bf16 base), its output cast
+/// back.
+pub type Proj = Linear;
 
 /// Builds the model's projections: the base weights from the model's `VarBuilder`, and, for
 /// the layers [`LoraConfig::targets`] names, an adapter from the adapter's `VarBuilder` under
@@ -133,20 +89,11 @@ impl<'a> ProjLoader<'a> {
     /// targeted. `A` starts as torch's default (Kaiming-uniform) init, `B` at zero, as PEFT's.
     pub fn proj(&self, i: usize, o: usize, bias: bool, vb: VarBuilder, name: &str) -> Result<Proj> {
         let base = Linear::load(i, o, bias, torch_default_init(i), vb)?;
-        let adapter = match &self.lora {
+        Ok(match &self.lora {
             Some((cfg, lvb)) if cfg.targets(name) => {
-                let r = cfg.rank;
-                let lvb = lvb.pp(name);
-                let a = lvb.pp("lora_A").get_with_hints((r, i), "weight", torch_default_init(i))?;
-                let b = lvb.pp("lora_B").get_with_hints((o, r), "weight", Init::Const(0.0))?;
-                Some(Adapter {
-                    a: Linear::new(a, None),
-                    b: Linear::new(b, None),
-                    scale: cfg.alpha / r as f64,
-                })
+                base.with_adapter(LoraAdapter::load(i, o, cfg.rank, cfg.alpha, lvb.pp(name))?)
             }
-            _ => None,
-        };
-        Ok(Proj { base, adapter })
+            _ => base,
+        })
     }
 }

@@ -67,7 +67,7 @@ impl Sd3Transformer {
     /// The dtype of the base weights (inputs are cast to it).
     #[must_use]
     pub fn dtype(&self) -> candle_core::DType {
-        self.proj_out.dtype()
+        self.proj_out.weight().dtype()
     }
 
     /// The velocity `[B, C_out, H, W]`; `H` and `W` must be multiples of the patch size and
