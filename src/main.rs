@@ -92,7 +92,10 @@ enum Command {
     ///
     /// Cases: matmul (f32 1024³ reference; 4096³ on a GPU), rng (one Flow-GRPO rollout
     /// step's keyed noise, 64 × 3072 normals), dllm (shipped code dLLM forward and
-    /// forward+backward, 16 × 200 tokens), flow (shipped DiT, 32 images, 10-step ODE and SDE),
+    /// forward+backward, 16 × 200 tokens), decode_cache (a random 50 M LLaDA decoding 128
+    /// tokens at batch 1 with no cache and Fast-dLLM's prefix and dual caches; saves the model
+    /// to runs/bench/llada-small-50m for benches/peer/decode_cache.py), flow (shipped DiT, 32
+    /// images, 10-step ODE and SDE),
     /// branch (one RL iteration, rollout + update, of Flow-GRPO and the BranchGRPO presets,
     /// 16 prompts × 8 images: model evaluations and wall time), sd3 (one Flow-GRPO
     /// iteration of a random SD3.5 MMDiT with LoRA and VAE, group 8 at 512² with r 32 and
