@@ -251,6 +251,23 @@ fn late_reward(run: &Path, k: usize) -> f64 {
     rewards[rewards.len() - k..].iter().sum::<f64>() / k as f64
 }
 
+/// The learnability runs' settings: 2 prompts × 8 completions, `μ` 2, stop tokens on, 12
+/// iterations, no checkpoints, and the reward shuffled within groups for the null.
+fn learnability_config(base: &Path, recipe: Recipe, shuffle: bool) -> DllmGrpoConfig {
+    let mut cfg = DllmGrpoConfig {
+        prompts_per_step: 2,
+        group_size: Some(8),
+        inner_iterations: Some(2),
+        micro_batch: 16,
+        shuffle_rewards: shuffle,
+        ..toy_config(base, recipe)
+    };
+    cfg.decode.stop_tokens = vec![EOS_ID];
+    cfg.run.steps = 12;
+    cfg.run.checkpoint_every = 100;
+    cfg
+}
+
 /// The learnability guard of every recipe (docs/algorithms.md §4): with stop tokens on (EOS
 /// ends a completion, the rest is fill), the toy reward (the share of `'a'`) climbs clearly
 /// above its shuffled-reward null, run at the same settings and seeds, within a few
@@ -264,17 +281,7 @@ fn every_recipe_beats_its_shuffled_reward_null_with_stop_tokens() {
     for &recipe in RECIPES {
         let mut late = [0.0; 2];
         for (i, shuffle) in [false, true].into_iter().enumerate() {
-            let mut cfg = DllmGrpoConfig {
-                prompts_per_step: 2,
-                group_size: Some(8),
-                inner_iterations: Some(2),
-                micro_batch: 16,
-                shuffle_rewards: shuffle,
-                ..toy_config(&dir.path().join("base"), recipe)
-            };
-            cfg.decode.stop_tokens = vec![EOS_ID];
-            cfg.run.steps = 12;
-            cfg.run.checkpoint_every = 100;
+            let cfg = learnability_config(&dir.path().join("base"), recipe, shuffle);
             let run = dir.path().join(format!("{recipe:?}-{shuffle}"));
             train_dllm_grpo(&cfg, "", &toy(), &run, &Device::Cpu).unwrap();
             late[i] = late_reward(&run, 4);
@@ -441,18 +448,9 @@ fn lora_beats_its_null_and_moves_the_base_by_exactly_its_low_rank_update() {
     let lora = crate::model::LoraConfig { rank: 2, alpha: 4.0, ..Default::default() };
     let mut late = [0.0; 2];
     for (i, shuffle) in [false, true].into_iter().enumerate() {
-        let mut cfg = DllmGrpoConfig {
-            prompts_per_step: 2,
-            group_size: Some(8),
-            inner_iterations: Some(2),
-            micro_batch: 16,
-            shuffle_rewards: shuffle,
-            lora: Some(lora.clone()),
-            ..toy_config(&base, Recipe::CoupledGrpo)
-        };
+        let mut cfg = learnability_config(&base, Recipe::CoupledGrpo, shuffle);
+        cfg.lora = Some(lora.clone());
         cfg.optim.adamw.lr = 1e-2;
-        cfg.decode.stop_tokens = vec![EOS_ID];
-        cfg.run.steps = 12;
         cfg.run.checkpoint_every = 12;
         let run = dir.path().join(format!("lora-{shuffle}"));
         train_dllm_grpo(&cfg, "", &toy(), &run, &Device::Cpu).unwrap();
