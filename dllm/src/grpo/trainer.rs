@@ -78,7 +78,8 @@ fn load_models(cfg: &DllmGrpoConfig, device: &Device) -> Result<Models> {
         ..LoadOptions::trainable()
     };
     let policy = DiffusionLm::from_dir(&cfg.base, &trainable)?;
-    let view = if cfg.lora.is_some() { policy.merged()? } else { policy.detached()? };
+    // With LoRA, `refresh_view` replaces this by the merged policy once the run is open.
+    let view = policy.detached()?;
     // Merged, a LoRA policy's reference is the base itself (`B = 0`), at the base's cost.
     let reference = policy.merged()?;
     let varmap = policy.varmap().ok_or(DllmError::Config {
