@@ -118,7 +118,8 @@ fn first_ratio_is_exactly_one_for_every_recipe_and_micro_batch() {
             assert_eq!(rows, 8 * rc.parts.estimator.passes_per_row());
             let reference =
                 rc.parts.loss.kl.map(|_| batch_log_probs(&reference, &batch, &rc, 0, 0).unwrap().0);
-            let r = update(&policy, &batch, &old, reference.as_ref(), &rc, 0, 0, &mut opt).unwrap();
+            let r = update(&policy, &batch, Some(&old), reference.as_ref(), &rc, 0, 0, &mut opt)
+                .unwrap();
             let d = r.diagnostics;
             assert_eq!(
                 (d.ratio_min, d.ratio_max),
@@ -130,10 +131,56 @@ fn first_ratio_is_exactly_one_for_every_recipe_and_micro_batch() {
                 assert!(d.kl_loss.abs() < 1e-9, "{recipe:?}: policy = reference before the step");
             }
             // The step moved the policy: the same masks now give another ratio.
-            let r2 =
-                update(&policy, &batch, &old, reference.as_ref(), &rc, 0, 0, &mut opt).unwrap();
+            let r2 = update(&policy, &batch, Some(&old), reference.as_ref(), &rc, 0, 0, &mut opt)
+                .unwrap();
             assert!(r2.diagnostics.ratio_max > 1.0 || r2.diagnostics.ratio_min < 1.0, "{recipe:?}");
         }
+    }
+}
+
+/// On-policy (`μ = 1`) the trainer runs no old pass: the update's own detached values stand
+/// in for it. The step must be the one the explicit old pass gives, weight for weight.
+#[test]
+fn an_on_policy_update_without_an_old_pass_takes_the_same_step() {
+    let dir = tempfile::tempdir().unwrap();
+    random_base(dir.path());
+    for &recipe in RECIPES {
+        let cfg = DllmGrpoConfig { micro_batch: 3, ..toy_config(dir.path(), recipe) };
+        let rc = cfg.resolved().unwrap();
+        let weights_after = |with_old: bool| {
+            let policy = DiffusionLm::from_dir(dir.path(), &LoadOptions::trainable()).unwrap();
+            let reference = policy.frozen_copy().unwrap();
+            let mut opt =
+                Optimizer::new(cfg.optim, ParamSet::all(policy.varmap().unwrap())).unwrap();
+            let batch = sample_batch(&policy.detached().unwrap(), &toy(), &rc, 0).unwrap();
+            let old = with_old.then(|| batch_log_probs(&policy, &batch, &rc, 0, 0).unwrap().0);
+            let reference =
+                rc.parts.loss.kl.map(|_| batch_log_probs(&reference, &batch, &rc, 0, 0).unwrap().0);
+            let r = update(&policy, &batch, old.as_ref(), reference.as_ref(), &rc, 0, 0, &mut opt)
+                .unwrap();
+            assert!(r.step.applied, "{recipe:?}");
+            assert_eq!((r.diagnostics.ratio_min, r.diagnostics.ratio_max), (1.0, 1.0));
+            let vars = policy.varmap().unwrap().data().lock().unwrap().clone();
+            let mut named: Vec<(String, Vec<f32>)> = vars
+                .into_iter()
+                .map(|(k, v)| (k, v.as_tensor().flatten_all().unwrap().to_vec1().unwrap()))
+                .collect();
+            named.sort_by(|a, b| a.0.cmp(&b.0));
+            named
+        };
+        let (explicit, on_policy) = (weights_after(true), weights_after(false));
+        let base = DiffusionLm::from_dir(dir.path(), &LoadOptions::trainable()).unwrap();
+        let moved = explicit.iter().any(|(k, w)| {
+            let b = base.varmap().unwrap().data().lock().unwrap()[k]
+                .as_tensor()
+                .flatten_all()
+                .unwrap()
+                .to_vec1::<f32>()
+                .unwrap();
+            b != *w
+        });
+        assert!(moved, "{recipe:?}: the step moved no weight");
+        assert_eq!(explicit, on_policy, "{recipe:?}");
     }
 }
 
@@ -410,7 +457,8 @@ fn micro_batches_accumulate_the_whole_batch_gradient() {
                 candle_core::Tensor::new(mask, &Device::Cpu).unwrap();
             let (old, _) = batch_log_probs(&policy, &batch, &rc, 0, 0).unwrap();
             let reference = rc.parts.loss.kl.map(|_| old.clone());
-            let r = update(&policy, &batch, &old, reference.as_ref(), &rc, 0, 0, &mut opt).unwrap();
+            let r = update(&policy, &batch, Some(&old), reference.as_ref(), &rc, 0, 0, &mut opt)
+                .unwrap();
             norms.push(r.step.grad_norm);
         }
         let (whole, split) = (norms[0], norms[1]);

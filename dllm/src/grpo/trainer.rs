@@ -213,9 +213,14 @@ fn iteration<T: TextTask>(
     let mut refs = Vec::with_capacity(mu);
     for it in 0..mu {
         // The tracked policy: the same kernels as the update, so the first ratio is exactly 1.
-        let (old, rows) = batch_log_probs(&m.policy, &batch, rc, step, it)?;
-        olds.push(old);
-        estimator_rows += rows;
+        // On-policy (μ = 1) the update's own pass gives the same values, so none is run here.
+        if mu > 1 {
+            let (old, rows) = batch_log_probs(&m.policy, &batch, rc, step, it)?;
+            olds.push(Some(old));
+            estimator_rows += rows;
+        } else {
+            olds.push(None);
+        }
         if rc.parts.loss.kl.is_some() {
             let (r, rows) = batch_log_probs(&m.reference, &batch, rc, step, it)?;
             refs.push(r);
@@ -226,7 +231,7 @@ fn iteration<T: TextTask>(
     let t_up = Instant::now();
     let mut reports = Vec::with_capacity(mu);
     for (it, old) in olds.iter().enumerate() {
-        let r = update(&m.policy, &batch, old, refs.get(it), rc, step, it, &mut m.opt)?;
+        let r = update(&m.policy, &batch, old.as_ref(), refs.get(it), rc, step, it, &mut m.opt)?;
         if let Some(reason) = r.step.skipped {
             run.println(&format!("iteration {step}.{it}: update skipped ({reason:?})"));
         }

@@ -46,12 +46,14 @@ pub type UpdateReport = drift_core::train::UpdateReport<usize>;
 
 /// One inner iteration `it`: micro-batches of `cfg.micro_batch` rows, each weighted by its
 /// share of the batch ([`micro_batch_weights`]), gradients accumulated, then one optimizer
-/// step. `old` and `reference` are this iteration's `[B, T]` log-probs.
+/// step. `old` and `reference` are this iteration's `[B, T]` log-probs; `old = None` takes
+/// the current pass's own values, detached (on-policy, `μ = 1`: the ratio is exactly 1 and
+/// the old pass would recompute the same numbers, as TRL does when `num_iterations = 1`).
 #[allow(clippy::too_many_arguments)] // the parts of one inner iteration
 pub fn update<I>(
     policy: &DiffusionLm,
     batch: &RolloutBatch<I>,
-    old: &Tensor,
+    old: Option<&Tensor>,
     reference: Option<&Tensor>,
     cfg: &ResolvedConfig,
     step: u64,
@@ -71,9 +73,13 @@ pub fn update<I>(
         let est = estimate(policy, &cfg.parts.estimator, &input, key, usize::MAX)?;
         rows += est.forward_rows;
         let reference = reference.map(|r| r.narrow(0, start, n)).transpose()?;
+        let lp_old = match old {
+            Some(old) => old.narrow(0, start, n)?,
+            None => est.per_token.detach(),
+        };
         let inputs = PolicyInputs {
             lp_new: &est.per_token,
-            lp_old: &old.narrow(0, start, n)?,
+            lp_old: &lp_old,
             mask: &mask.narrow(0, start, n)?,
             advantages: &batch.advantages.narrow(0, start, n)?,
             reference: reference.as_ref().map(Reference::LogProbs),
