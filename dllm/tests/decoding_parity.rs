@@ -126,3 +126,111 @@ fn dream_confidence_threshold_is_reproduced_token_for_token() {
     }
     assert_eq!(checked, 6);
 }
+
+/// Left-padded prompts of several lengths, padding hidden, under Fast-dLLM's prefix and dual
+/// caches: each row decodes to the tokens its prompt gives alone under the same cache (every
+/// cached forward attends over the whole sequence's keys with the padding masked, as the plain
+/// forward does), and the cached forwards' logits match the lone prompt's to float rounding.
+#[test]
+fn cached_decoding_of_ragged_prompts_matches_each_prompt_alone() {
+    let model =
+        DiffusionLm::from_dir(common::fixture("llada-tiny"), &LoadOptions::frozen()).unwrap();
+    let c = &cases("llada.json")[0];
+    let long = ids(&c["prompt"]);
+    assert!(long.len() >= 6, "the fixture's prompt is long enough to cut");
+    let short = long[long.len() - 3..].to_vec();
+    let prompts = vec![long.clone(), short.clone()];
+    for kv_cache in [KvCacheMode::Prefix, KvCacheMode::Dual] {
+        let cfg = DecodeConfig {
+            gen_length: 16,
+            block_length: 4,
+            steps: 16,
+            kv_cache,
+            ..DecodeConfig::default()
+        };
+        let batch = DecodeBatch::new(&prompts, 1, 127);
+        let t = decode(&model, &cfg, &batch, RngKey::new(0), &Device::Cpu).unwrap();
+        let rows = t.tokens.to_vec2::<u32>().unwrap();
+        let pad = long.len() - short.len();
+        assert_eq!(rows[0][long.len()..], drift_output(&model, long.clone(), &cfg)[long.len()..]);
+        assert_eq!(
+            rows[1][long.len()..],
+            drift_output(&model, short.clone(), &cfg)[short.len()..],
+            "{kv_cache:?}: the padded row decodes as its prompt alone"
+        );
+        assert!(rows[1][..pad].iter().all(|&x| x == 127));
+    }
+    // The logits themselves, op by op: a padded row against its prompt alone.
+    use drift_samplers::dllm::{CacheOp, KvCache};
+    use drift_samplers::MaskPredictor;
+    let (p, l) = (long.len(), 8);
+    let mask_id = model.mask_id();
+    let row = |prompt: &[u32], pad: usize| {
+        let mut v = vec![127; pad];
+        v.extend_from_slice(prompt);
+        v.extend(std::iter::repeat_n(mask_id, l));
+        v
+    };
+    let pad = p - short.len();
+    let padded =
+        candle_core::Tensor::new(vec![row(&long, 0), row(&short, pad)], &Device::Cpu).unwrap();
+    let att: Vec<Vec<u8>> = vec![vec![1; p + l], (0..p + l).map(|i| u8::from(i >= pad)).collect()];
+    let att = candle_core::Tensor::new(att, &Device::Cpu).unwrap();
+    let alone = candle_core::Tensor::new(vec![row(&short, 0)], &Device::Cpu).unwrap();
+    let (mut c_pad, mut c_alone) = (KvCache::default(), KvCache::default());
+    let close = |a: &candle_core::Tensor, b: &candle_core::Tensor| {
+        let d = (a - b).unwrap().abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
+        assert!(d < 1e-4, "max |Δlogit| {d}");
+    };
+    let full = model.cached_logits(&padded, CacheOp::Record, &mut c_pad, Some(&att)).unwrap();
+    let solo = model.cached_logits(&alone, CacheOp::Record, &mut c_alone, None).unwrap();
+    close(&full.get(1).unwrap().narrow(0, pad, short.len() + l).unwrap(), &solo.get(0).unwrap());
+    // Without the mask the padding is attended to and the row differs: the test can fail.
+    let mut c_vis = KvCache::default();
+    let vis = model.cached_logits(&padded, CacheOp::Record, &mut c_vis, None).unwrap();
+    let d = (vis.get(1).unwrap().narrow(0, pad, short.len() + l).unwrap() - solo.get(0).unwrap())
+        .unwrap()
+        .abs()
+        .unwrap()
+        .max_all()
+        .unwrap()
+        .to_scalar::<f32>()
+        .unwrap();
+    assert!(d > 1e-3, "visible padding changes the row ({d})");
+    // Prefix from the completion's third position, dual on a 4-wide block there.
+    let s = 2;
+    let pre = model
+        .cached_logits(
+            &padded.narrow(1, p + s, l - s).unwrap(),
+            CacheOp::Prefix { start: p + s },
+            &mut c_pad,
+            Some(&att),
+        )
+        .unwrap();
+    let pre_solo = model
+        .cached_logits(
+            &alone.narrow(1, short.len() + s, l - s).unwrap(),
+            CacheOp::Prefix { start: short.len() + s },
+            &mut c_alone,
+            None,
+        )
+        .unwrap();
+    close(&pre.get(1).unwrap(), &pre_solo.get(0).unwrap());
+    let dual = model
+        .cached_logits(
+            &padded.narrow(1, p + s, 4).unwrap(),
+            CacheOp::Dual { start: p + s },
+            &mut c_pad,
+            Some(&att),
+        )
+        .unwrap();
+    let dual_solo = model
+        .cached_logits(
+            &alone.narrow(1, short.len() + s, 4).unwrap(),
+            CacheOp::Dual { start: short.len() + s },
+            &mut c_alone,
+            None,
+        )
+        .unwrap();
+    close(&dual.get(1).unwrap(), &dual_solo.get(0).unwrap());
+}

@@ -28,13 +28,15 @@ pub trait MaskPredictor {
         false
     }
     /// Logits `[B, T_in, V]` (f32) of the input positions under `op`, reading or writing
-    /// `cache` (`dllm::KvCache`); position `i` scores the token at `i`. The default has no
-    /// cache and errors.
+    /// `cache` (`dllm::KvCache`); position `i` scores the token at `i`. `attention_mask`, when
+    /// given, is the whole sequence's `[B, T]` mask (0 = hidden left padding), the same for
+    /// every op of one decode. The default has no cache and errors.
     fn cached_logits(
         &self,
         _ids: &Tensor,
         _op: dllm::CacheOp,
         _cache: &mut dllm::KvCache,
+        _attention_mask: Option<&Tensor>,
     ) -> candle_core::Result<Tensor> {
         Err(candle_core::Error::Msg("this model has no key/value cache".into()))
     }

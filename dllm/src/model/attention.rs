@@ -69,6 +69,28 @@ impl PaddingMask {
         let query_keep = real.to_dtype(dtype)?.reshape((b, 1, t, 1))?;
         Ok(Self { key_bias, query_keep })
     }
+
+    /// Errors unless the mask covers `t` positions (a cached forward's whole sequence).
+    pub fn check_len(&self, t: usize) -> Result<()> {
+        let got = self.key_bias.dim(3)?;
+        if got != t {
+            return Err(DllmError::Input {
+                name: "attention_mask",
+                got: format!("{got} columns"),
+                expected: format!("the whole cached sequence, {t} columns"),
+            });
+        }
+        Ok(())
+    }
+
+    /// The same keys with only the queries at positions `start..start + n`: what a cached
+    /// forward of those positions attends under (its keys are always the whole sequence).
+    pub fn queries(&self, start: usize, n: usize) -> Result<Self> {
+        Ok(Self {
+            key_bias: self.key_bias.clone(),
+            query_keep: self.query_keep.narrow(2, start, n)?,
+        })
+    }
 }
 
 /// Self-attention `softmax(q kᵀ / √D + mask) v` followed by the output projection.
@@ -153,17 +175,20 @@ impl Attention {
 }
 
 impl Attention {
-    /// Attention of the input positions under a Fast-dLLM cache operation (no padding mask):
+    /// Attention of the input positions under a Fast-dLLM cache operation:
     /// `x: [B, T_in, hidden]` holds positions `start..start + T_in` of a sequence whose rotary
     /// tables `rope` cover every position. `Record` stores this layer's keys and values in
     /// `layer`; `Prefix` attends to the stored `0..start` followed by the input's own; `Dual`
-    /// attends to the stored sequence with the input's positions replaced by its own.
+    /// attends to the stored sequence with the input's positions replaced by its own. Every op
+    /// attends over the whole sequence's keys, so `mask`, when given, is the whole sequence's
+    /// padding mask (left-padded prompts of several lengths), its queries narrowed here.
     pub fn forward_cached(
         &self,
         x: &Tensor,
         rope: &(Tensor, Tensor),
         op: CacheOp,
         layer: &mut Option<(Tensor, Tensor)>,
+        mask: Option<&PaddingMask>,
     ) -> Result<Tensor> {
         let (b, t, _) = x.dims3()?;
         let s = self.spec;
@@ -202,7 +227,8 @@ impl Attention {
                 (splice(pk, &k)?, splice(pv, &v)?)
             }
         };
-        self.attend(&q, &k, &v, None, (b, t))
+        let mask = mask.map(|m| m.queries(start, t)).transpose()?;
+        self.attend(&q, &k, &v, mask.as_ref(), (b, t))
     }
 }
 

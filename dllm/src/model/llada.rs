@@ -260,8 +260,9 @@ impl LladaBlock {
         rope: &(Tensor, Tensor),
         op: CacheOp,
         layer: &mut Option<(Tensor, Tensor)>,
+        mask: Option<&PaddingMask>,
     ) -> Result<Tensor> {
-        let a = self.attn.forward_cached(&self.attn_norm.forward(x)?, rope, op, layer)?;
+        let a = self.attn.forward_cached(&self.attn_norm.forward(x)?, rope, op, layer, mask)?;
         self.mlp_residual(&(x + a)?)
     }
 
@@ -320,9 +321,17 @@ impl LladaModel {
     }
 
     /// Raw logits `[B, T_in, embedding_size]` (f32) of `ids: [B, T_in]` under a Fast-dLLM cache
-    /// operation (no padding): `Record` runs the whole sequence and fills `cache`; `Prefix` and
-    /// `Dual` run positions `start..start + T_in` of the recorded sequence against it.
-    pub fn forward_cached(&self, ids: &Tensor, op: CacheOp, cache: &mut KvCache) -> Result<Tensor> {
+    /// operation: `Record` runs the whole sequence and fills `cache`; `Prefix` and `Dual` run
+    /// positions `start..start + T_in` of the recorded sequence against it. `mask` is the whole
+    /// sequence's `[B, T]` attention mask (left padding hidden, as [`LladaModel::forward`]),
+    /// the same for every op of one decode.
+    pub fn forward_cached(
+        &self,
+        ids: &Tensor,
+        op: CacheOp,
+        cache: &mut KvCache,
+        mask: Option<&Tensor>,
+    ) -> Result<Tensor> {
         let (_, t) = ids.dims2()?;
         let total = match op {
             CacheOp::Record => {
@@ -333,10 +342,14 @@ impl LladaModel {
             CacheOp::Dual { .. } => cache.len(),
         };
         let rope = self.rotary.tables(total)?;
+        let mask = mask.map(|m| PaddingMask::new(m, self.dtype)).transpose()?;
+        if let Some(m) = mask.as_ref() {
+            m.check_len(total)?;
+        }
         let mut x = self.wte.forward(ids)?;
         for (i, block) in self.blocks.iter().enumerate() {
             let mut layer = cache.layers.get(i).cloned();
-            x = block.forward_cached(&x, &rope, op, &mut layer)?;
+            x = block.forward_cached(&x, &rope, op, &mut layer, mask.as_ref())?;
             if op == CacheOp::Record {
                 cache.layers.push(layer.expect("a Record forward stores its layer"));
             }

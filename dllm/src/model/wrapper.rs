@@ -362,9 +362,12 @@ impl MaskPredictor for DiffusionLm {
         ids: &Tensor,
         op: drift_samplers::dllm::CacheOp,
         cache: &mut drift_samplers::dllm::KvCache,
+        attention_mask: Option<&Tensor>,
     ) -> candle_core::Result<Tensor> {
         match &self.net {
-            Network::Llada(m) => m.forward_cached(ids, op, cache).map_err(DllmError::into_candle),
+            Network::Llada(m) => {
+                m.forward_cached(ids, op, cache, attention_mask).map_err(DllmError::into_candle)
+            }
             Network::Dream(_) => Err(candle_core::Error::Msg(
                 "key/value caches are implemented for LLaDA only".into(),
             )),

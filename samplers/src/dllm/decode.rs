@@ -302,11 +302,11 @@ impl<'m, M: MaskPredictor + ?Sized> Decoder<'m, M> {
                     "a model with key/value caches (LLaDA), or kv_cache = none",
                 ));
             }
-            if ragged || policy.is_some() {
+            if policy.is_some() {
                 return Err(input_err(
                     "kv_cache",
                     format!("{:?}", cfg.kv_cache),
-                    "prompts of one length and no order policy, or kv_cache = none",
+                    "no order policy, or kv_cache = none",
                 ));
             }
         }
@@ -365,10 +365,11 @@ impl<'m, M: MaskPredictor + ?Sized> Decoder<'m, M> {
         let (p, l) = (self.p, self.l);
         let (start, bl) = (self.block_start, self.cfg.block_length);
         let abs = p + start;
+        let mask = self.pass_attention.then_some(&self.attention);
         let logits = if std::mem::take(&mut self.record_next) {
             self.comp_offset = 0;
             self.model
-                .cached_logits(&self.ids, CacheOp::Record, &mut self.cache)?
+                .cached_logits(&self.ids, CacheOp::Record, &mut self.cache, mask)?
                 .narrow(1, p, l)?
         } else {
             let (input, op) = match self.cfg.kv_cache {
@@ -376,7 +377,7 @@ impl<'m, M: MaskPredictor + ?Sized> Decoder<'m, M> {
                 _ => (self.ids.narrow(1, abs, p + l - abs)?, CacheOp::Prefix { start: abs }),
             };
             self.comp_offset = start;
-            self.model.cached_logits(&input, op, &mut self.cache)?
+            self.model.cached_logits(&input, op, &mut self.cache, mask)?
         };
         self.step += 1;
         Ok(logits.to_dtype(DType::F32)?)
