@@ -178,8 +178,11 @@ fn cached_decoding_of_ragged_prompts_matches_each_prompt_alone() {
     let att = candle_core::Tensor::new(att, &Device::Cpu).unwrap();
     let alone = candle_core::Tensor::new(vec![row(&short, 0)], &Device::Cpu).unwrap();
     let (mut c_pad, mut c_alone) = (KvCache::default(), KvCache::default());
+    let max_diff = |a: &candle_core::Tensor, b: &candle_core::Tensor| {
+        (a - b).unwrap().abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap()
+    };
     let close = |a: &candle_core::Tensor, b: &candle_core::Tensor| {
-        let d = (a - b).unwrap().abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
+        let d = max_diff(a, b);
         assert!(d < 1e-4, "max |Δlogit| {d}");
     };
     let full = model.cached_logits(&padded, CacheOp::Record, &mut c_pad, Some(&att)).unwrap();
@@ -188,49 +191,32 @@ fn cached_decoding_of_ragged_prompts_matches_each_prompt_alone() {
     // Without the mask the padding is attended to and the row differs: the test can fail.
     let mut c_vis = KvCache::default();
     let vis = model.cached_logits(&padded, CacheOp::Record, &mut c_vis, None).unwrap();
-    let d = (vis.get(1).unwrap().narrow(0, pad, short.len() + l).unwrap() - solo.get(0).unwrap())
-        .unwrap()
-        .abs()
-        .unwrap()
-        .max_all()
-        .unwrap()
-        .to_scalar::<f32>()
-        .unwrap();
+    let d = max_diff(
+        &vis.get(1).unwrap().narrow(0, pad, short.len() + l).unwrap(),
+        &solo.get(0).unwrap(),
+    );
     assert!(d > 1e-3, "visible padding changes the row ({d})");
     // Prefix from the completion's third position, dual on a 4-wide block there.
     let s = 2;
-    let pre = model
-        .cached_logits(
-            &padded.narrow(1, p + s, l - s).unwrap(),
-            CacheOp::Prefix { start: p + s },
-            &mut c_pad,
-            Some(&att),
-        )
-        .unwrap();
-    let pre_solo = model
-        .cached_logits(
-            &alone.narrow(1, short.len() + s, l - s).unwrap(),
-            CacheOp::Prefix { start: short.len() + s },
-            &mut c_alone,
-            None,
-        )
-        .unwrap();
-    close(&pre.get(1).unwrap(), &pre_solo.get(0).unwrap());
-    let dual = model
-        .cached_logits(
-            &padded.narrow(1, p + s, 4).unwrap(),
-            CacheOp::Dual { start: p + s },
-            &mut c_pad,
-            Some(&att),
-        )
-        .unwrap();
-    let dual_solo = model
-        .cached_logits(
-            &alone.narrow(1, short.len() + s, 4).unwrap(),
-            CacheOp::Dual { start: short.len() + s },
-            &mut c_alone,
-            None,
-        )
-        .unwrap();
-    close(&dual.get(1).unwrap(), &dual_solo.get(0).unwrap());
+    // Runs `width` positions from completion column `s` of the padded batch and of the lone
+    // prompt under the op `op(start)`, against each one's record.
+    let mut both = |width: usize, op: fn(usize) -> CacheOp| {
+        let padded_out = model
+            .cached_logits(
+                &padded.narrow(1, p + s, width).unwrap(),
+                op(p + s),
+                &mut c_pad,
+                Some(&att),
+            )
+            .unwrap();
+        let q = short.len() + s;
+        let alone_out = model
+            .cached_logits(&alone.narrow(1, q, width).unwrap(), op(q), &mut c_alone, None)
+            .unwrap();
+        (padded_out.get(1).unwrap(), alone_out.get(0).unwrap())
+    };
+    let (pre, pre_solo) = both(l - s, |start| CacheOp::Prefix { start });
+    close(&pre, &pre_solo);
+    let (dual, dual_solo) = both(4, |start| CacheOp::Dual { start });
+    close(&dual, &dual_solo);
 }
