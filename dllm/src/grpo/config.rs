@@ -158,6 +158,9 @@ pub struct DllmGrpoConfig {
     /// 11.2; at 1e-4 seed 0 lost them (BENCHMARKS.md, session 15);
     /// without the warm-up, AdamW's sign-like first steps move the largest token ratio to 67
     /// (session 14). The 7B references use 1e-6…5e-6; this 3.1 M model does not move there.
+    /// With `[optim.ema]` (e.g. `{ decay = 0.9, every = 1 }`) every evaluation scores, and the
+    /// run saves, the EMA of the weights (Flow-GRPO's evaluation); rollouts use the policy.
+    /// Default none.
     pub optim: OptimConfig,
     /// Items of each held-out set in each evaluation. Default 128.
     pub eval_items: usize,

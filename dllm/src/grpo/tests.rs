@@ -542,3 +542,44 @@ fn lora_beats_its_null_and_moves_the_base_by_exactly_its_low_rank_update() {
     // Nano LLaDA: 7 projections per block, none on the head.
     assert_eq!(adapted, 7 * TinySize::Nano.spec().n_layers, "adapted layers");
 }
+
+/// With `optim.ema`, the model the run saves and scores is the EMA of the weights (as Flow-GRPO
+/// evaluates), not the last iterate: the saved weights are the last checkpoint's
+/// `ema.safetensors`, which differ from its training weights, and the trained evaluation is
+/// the saved model's own, completion for completion.
+#[test]
+fn an_ema_run_saves_and_scores_the_averaged_weights() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().join("base");
+    random_base(&base);
+    let mut cfg = toy_config(&base, Recipe::CoupledGrpo);
+    cfg.run.steps = 4;
+    cfg.optim.adamw.lr = 5e-3; // the last iterate's greedy completions then differ from the EMA's
+    cfg.eval_items = 16;
+    cfg.optim.ema = Some(drift_core::train::EmaConfig { decay: 0.9, every: 1 });
+    let run = dir.path().join("run");
+    let report = train_dllm_grpo(&cfg, "", &toy(), &run, &Device::Cpu).unwrap();
+
+    let ckpt = run.join("checkpoints/step-00000004");
+    let load =
+        |file| drift_core::train::Checkpointer::load_tensors(&ckpt, file, &Device::Cpu).unwrap();
+    let (ema, last) = (load("ema.safetensors"), load("weights.safetensors"));
+    let saved = DiffusionLm::from_dir(run.join("model"), &LoadOptions::default()).unwrap();
+    let max_diff = |a: &candle_core::Tensor, b: &candle_core::Tensor| {
+        (a - b).unwrap().abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap()
+    };
+    let mut apart = 0.0f32;
+    for (name, w) in saved.weights() {
+        assert_eq!(max_diff(w, &ema[name]), 0.0, "{name}: the saved weight is not the EMA");
+        apart = apart.max(max_diff(&ema[name], &last[name]));
+    }
+    assert!(apart > 1e-4, "the EMA equals the last iterate ({apart}): the test shows nothing");
+
+    let items = toy().eval_items(cfg.eval_items);
+    let score = |m: &DiffusionLm| {
+        evaluate(m, &toy(), &items, &cfg.decode, cfg.eval_steps, 32).unwrap().0.reward_mean
+    };
+    let last_iterate = score(&saved.frozen_with_weights(last).unwrap());
+    assert_eq!(score(&saved), report.trained.main.reward_mean);
+    assert_ne!(last_iterate, report.trained.main.reward_mean, "the test shows nothing");
+}

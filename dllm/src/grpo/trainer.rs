@@ -102,9 +102,38 @@ fn reference_weights(
     reference.weights().iter().map(|(n, t)| (n.clone(), t.clone())).collect()
 }
 
+/// Evaluates the policy on the task's held-out sets; with `optim.ema` set, the policy under its
+/// EMA weights (Flow-GRPO evaluates its EMA the same way), the training weights restored after.
 fn run_eval<T: TextTask>(m: &Models, task: &T, cfg: &DllmGrpoConfig) -> Result<Evaluation> {
+    match m.opt.ema() {
+        None => eval_view(&m.view, task, cfg),
+        Some(ema) => ema.with_weights(m.opt.params(), || {
+            // A plain view shares the policy's storage and so sees the swapped weights; a
+            // LoRA view is a merged copy, merged again here from the averaged adapters.
+            match m.policy.lora() {
+                Some(_) => eval_view(&m.policy.merged()?, task, cfg),
+                None => eval_view(&m.view, task, cfg),
+            }
+        })?,
+    }
+}
+
+/// Saves the trained policy (adapters merged); with `optim.ema` set, its EMA weights, the
+/// ones every evaluation of the run scored.
+fn save_policy(m: &Models, dir: &Path) -> Result<()> {
+    match m.opt.ema() {
+        None => m.policy.save_pretrained(dir),
+        Some(ema) => ema.with_weights(m.opt.params(), || m.policy.save_pretrained(dir))?,
+    }
+}
+
+fn eval_view<T: TextTask>(
+    view: &DiffusionLm,
+    task: &T,
+    cfg: &DllmGrpoConfig,
+) -> Result<Evaluation> {
     let score = |items: &[T::Item]| -> Result<EvalReport> {
-        Ok(evaluate(&m.view, task, items, &cfg.decode, cfg.eval_steps, 32)?.0)
+        Ok(evaluate(view, task, items, &cfg.decode, cfg.eval_steps, 32)?.0)
     };
     let main = score(&task.eval_items(cfg.eval_items))?;
     let extra = task
@@ -186,7 +215,7 @@ pub fn train_dllm_grpo<T: TextTask>(
     let last = run.step();
     log_eval(&mut run, last, &trained)?;
     let model_dir = run.model_dir();
-    m.policy.save_pretrained(&model_dir)?;
+    save_policy(&m, &model_dir)?;
     let extra: Vec<String> =
         trained.extra.iter().map(|(name, _)| format!("eval/{name}/pass_rate")).collect();
     let mut keys: Vec<&str> = CURVE_KEYS.to_vec();
