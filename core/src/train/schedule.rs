@@ -21,7 +21,9 @@ pub enum LrSchedule {
     Linear {
         /// Warm-up steps.
         warmup: u64,
-        /// The step at which the factor reaches 0.
+        /// The step at which the factor reaches 0. Omitted (0): the run's length in optimizer
+        /// steps, filled by the trainers that know it ([`LrSchedule::over_run`]).
+        #[serde(default)]
         total: u64,
     },
     /// Warm-up, then cosine decay to `min_ratio` at `total`:
@@ -30,7 +32,9 @@ pub enum LrSchedule {
     Cosine {
         /// Warm-up steps.
         warmup: u64,
-        /// The step at which the factor reaches `min_ratio`.
+        /// The step at which the factor reaches `min_ratio`. Omitted (0): the run's length in
+        /// optimizer steps, filled by the trainers that know it ([`LrSchedule::over_run`]).
+        #[serde(default)]
         total: u64,
         /// The floor, as a fraction of the base rate.
         min_ratio: f64,
@@ -64,9 +68,32 @@ impl LrSchedule {
         }
     }
 
+    /// The schedule with an omitted `total` (0) set to `updates`, the run's length in optimizer
+    /// steps, so a decay ends with the run whatever its length; an explicit `total` is kept.
+    #[must_use]
+    pub fn over_run(self, updates: u64) -> Self {
+        match self {
+            LrSchedule::Linear { warmup, total: 0 } => {
+                LrSchedule::Linear { warmup, total: updates }
+            }
+            LrSchedule::Cosine { warmup, total: 0, min_ratio } => {
+                LrSchedule::Cosine { warmup, total: updates, min_ratio }
+            }
+            other => other,
+        }
+    }
+
     /// Checks the schedule's fields.
     pub fn validate(&self) -> Result<()> {
         match *self {
+            LrSchedule::Linear { total: 0, .. } | LrSchedule::Cosine { total: 0, .. } => {
+                Err(CoreError::Config {
+                    field: "schedule.total",
+                    value: "0 (omitted)".into(),
+                    expected: "a step count greater than schedule.warmup (only `drift train \
+                               dllm` fills an omitted total with the run's length)",
+                })
+            }
             LrSchedule::Linear { warmup, total } | LrSchedule::Cosine { warmup, total, .. }
                 if total <= warmup =>
             {
@@ -107,6 +134,22 @@ mod tests {
         assert!((c.factor(5) - 0.55).abs() < 1e-12);
         assert!((c.factor(10) - 0.1).abs() < 1e-12);
         assert!((c.factor(50) - 0.1).abs() < 1e-12);
+    }
+
+    #[test]
+    fn an_omitted_total_becomes_the_runs_length_and_an_explicit_one_stays() {
+        let c: LrSchedule =
+            serde_json::from_str(r#"{"kind":"cosine","warmup":2,"min_ratio":0.1}"#).unwrap();
+        assert_eq!(c, LrSchedule::Cosine { warmup: 2, total: 0, min_ratio: 0.1 });
+        assert!(c.validate().unwrap_err().to_string().contains("schedule.total"));
+        let run = c.over_run(12);
+        assert_eq!(run, LrSchedule::Cosine { warmup: 2, total: 12, min_ratio: 0.1 });
+        assert!((run.factor(12) - 0.1).abs() < 1e-12 && (run.factor(7) - 0.55).abs() < 1e-12);
+        let l = LrSchedule::Linear { warmup: 0, total: 0 }.over_run(8);
+        assert_eq!(l.factor(4), 0.5);
+        let explicit = LrSchedule::Cosine { warmup: 2, total: 30, min_ratio: 0.1 };
+        assert_eq!(explicit.over_run(12), explicit);
+        assert_eq!(LrSchedule::Constant.over_run(12), LrSchedule::Constant);
     }
 
     #[test]

@@ -158,6 +158,8 @@ pub struct DllmGrpoConfig {
     /// 11.2; at 1e-4 seed 0 lost them (BENCHMARKS.md, session 15);
     /// without the warm-up, AdamW's sign-like first steps move the largest token ratio to 67
     /// (session 14). The 7B references use 1e-6…5e-6; this 3.1 M model does not move there.
+    /// A `linear` or `cosine` schedule given without `total` decays over the whole run
+    /// (`run.steps · μ` updates), e.g. `{ kind = "cosine", warmup = 4, min_ratio = 0.1 }`.
     /// With `[optim.ema]` (e.g. `{ decay = 0.9, every = 1 }`) every evaluation scores, and the
     /// run saves, the EMA of the weights (Flow-GRPO's evaluation); rollouts use the policy.
     /// Default none.
@@ -252,7 +254,8 @@ impl Default for DllmGrpoConfig {
 /// A [`DllmGrpoConfig`] with the recipe's values filled in.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ResolvedConfig {
-    /// The configuration as given.
+    /// The configuration as given, but for an omitted `optim.schedule.total`, filled with the
+    /// run's length in optimizer steps (`run.steps · μ`).
     pub given: DllmGrpoConfig,
     /// The estimator, loss, advantage, `μ` and `G` in force.
     pub parts: RecipeParts,
@@ -273,7 +276,10 @@ impl DllmGrpoConfig {
             Err(DllmError::Config { key, value, expected: expected.into() })
         };
         self.run.validate()?;
-        self.optim.validate()?;
+        let mut given = self.clone();
+        let updates = self.run.steps.saturating_mul(parts.inner_iterations as u64);
+        given.optim.schedule = self.optim.schedule.over_run(updates);
+        given.optim.validate()?;
         if self.prompts_per_step == 0 {
             return bad("prompts_per_step", "0".into(), "at least 1");
         }
@@ -312,6 +318,6 @@ impl DllmGrpoConfig {
         parts.estimator.validate()?;
         parts.advantage.validate()?;
         parts.loss.validate()?;
-        Ok(ResolvedConfig { given: self.clone(), parts })
+        Ok(ResolvedConfig { given, parts })
     }
 }

@@ -401,6 +401,20 @@ fn bad_configs_are_named() {
     assert_eq!(p.estimator.passes_per_row(), 4);
 }
 
+/// A cosine schedule without `total` decays over the run's optimizer steps (`run.steps · μ`),
+/// whatever the run's length; an explicit `total` is kept.
+#[test]
+fn an_omitted_schedule_total_is_the_runs_number_of_updates() {
+    use drift_core::train::LrSchedule;
+    let mut cfg = DllmGrpoConfig { inner_iterations: Some(2), ..DllmGrpoConfig::default() };
+    cfg.run.steps = 30;
+    cfg.optim.schedule = LrSchedule::Cosine { warmup: 4, total: 0, min_ratio: 0.1 };
+    let resolved = cfg.resolved().unwrap().given.optim.schedule;
+    assert_eq!(resolved, LrSchedule::Cosine { warmup: 4, total: 60, min_ratio: 0.1 });
+    cfg.optim.schedule = LrSchedule::Cosine { warmup: 4, total: 40, min_ratio: 0.1 };
+    assert_eq!(cfg.resolved().unwrap().given.optim.schedule, cfg.optim.schedule);
+}
+
 #[test]
 fn the_fill_after_a_stop_token_becomes_eos_and_is_never_scored() {
     let dir = tempfile::tempdir().unwrap();

@@ -167,7 +167,8 @@ pub fn train_dllm_grpo<T: TextTask>(
     device: &Device,
 ) -> Result<DllmGrpoReport> {
     let rc = cfg.resolved()?;
-    let mut m = load_models(cfg, device)?;
+    // The resolved config: its schedule's omitted `total` is the run's length.
+    let mut m = load_models(&rc.given, device)?;
     let label = format!("{:?}", cfg.recipe).to_lowercase();
     let (mut run, resumed) =
         Run::open(run_dir, cfg.run, config_text, &label, "iteration", &mut m.opt)?;
