@@ -69,15 +69,16 @@ impl LrSchedule {
     }
 
     /// The schedule with an omitted `total` (0) set to `updates`, the run's length in optimizer
-    /// steps, so a decay ends with the run whatever its length; an explicit `total` is kept.
+    /// steps, so a decay ends with the run whatever its length; an explicit `total` is kept. A
+    /// run no longer than the warm-up gets `warmup + 1`: all its updates warm up.
     #[must_use]
     pub fn over_run(self, updates: u64) -> Self {
         match self {
             LrSchedule::Linear { warmup, total: 0 } => {
-                LrSchedule::Linear { warmup, total: updates }
+                LrSchedule::Linear { warmup, total: updates.max(warmup + 1) }
             }
             LrSchedule::Cosine { warmup, total: 0, min_ratio } => {
-                LrSchedule::Cosine { warmup, total: updates, min_ratio }
+                LrSchedule::Cosine { warmup, total: updates.max(warmup + 1), min_ratio }
             }
             other => other,
         }
@@ -147,6 +148,10 @@ mod tests {
         assert!((run.factor(12) - 0.1).abs() < 1e-12 && (run.factor(7) - 0.55).abs() < 1e-12);
         let l = LrSchedule::Linear { warmup: 0, total: 0 }.over_run(8);
         assert_eq!(l.factor(4), 0.5);
+        // A run shorter than the warm-up: valid, and every update warms up.
+        let short = c.over_run(1);
+        assert_eq!(short, LrSchedule::Cosine { warmup: 2, total: 3, min_ratio: 0.1 });
+        assert!(short.validate().is_ok() && short.factor(0) == 0.5);
         let explicit = LrSchedule::Cosine { warmup: 2, total: 30, min_ratio: 0.1 };
         assert_eq!(explicit.over_run(12), explicit);
         assert_eq!(LrSchedule::Constant.over_run(12), LrSchedule::Constant);

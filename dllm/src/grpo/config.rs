@@ -8,7 +8,7 @@ use drift_core::loss::{
 };
 use drift_core::train::{AdamWConfig, LrSchedule, OptimConfig, RunSettings};
 use drift_rewards::sandbox::SandboxConfig;
-use drift_samplers::dllm::{DecodeConfig, PositionRule, ProposalConfig};
+use drift_samplers::dllm::{DecodeConfig, KvCacheMode, PositionRule, ProposalConfig};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{DllmError, Result};
@@ -120,17 +120,24 @@ pub struct DllmGrpoConfig {
     /// The recipe. Default coupled-GRPO.
     pub recipe: Recipe,
     /// Length in RL iterations (rollout batches), seed, evaluation and checkpoint cadence,
-    /// budget: `[run]`. Defaults: 40 iterations (about 20 s each on 2 CPU cores), seed 0,
+    /// budget: `[run]`. Defaults: 40 iterations (about 26 s each alone on 2 CPU cores; the
+    /// whole run 20.4 minutes), seed 0,
     /// evaluations at the start and the end only (`eval_every` 40: one costs about 60 s), a
     /// checkpoint every 10 (and at the end),
     /// 2 kept, no time limit (when one runs out, the run stops after that iteration, checkpoints it, then
     /// evaluates and saves the model as at `steps`).
     pub run: RunSettings,
-    /// Prompts per rollout batch `P`. Default 4.
+    /// Prompts per rollout batch `P`. Default 8 (80 fresh completions behind each update at
+    /// `G` 10: the shuffled-reward null's signal-free damage falls with the completions per
+    /// update; BENCHMARKS.md, sessions 24–25).
     pub prompts_per_step: usize,
     /// Samples per prompt `G`. Default: the recipe's.
     pub group_size: Option<usize>,
-    /// Inner iterations `μ` per rollout batch (one optimizer step each). Default: the recipe's.
+    /// Inner iterations `μ` per rollout batch (one optimizer step each). Default 1: every
+    /// update on-policy, on fresh completions (measured on the code world, BENCHMARKS.md,
+    /// session 25), which also skips the old pass. The recipes' own `μ` (d1 12, DiffuCoder 2,
+    /// ESPO 8, GDPO 12, StableDRL 2; docs/algorithms.md §4) is used only when this is unset
+    /// (`None`, from Rust); a config reproduces a paper's with e.g. `inner_iterations = 12`.
     pub inner_iterations: Option<usize>,
     /// The likelihood estimator. Default: the recipe's.
     pub estimator: Option<EstimatorConfig>,
@@ -140,22 +147,26 @@ pub struct DllmGrpoConfig {
     pub advantage: Option<AdvantageConfig>,
     /// Rollout decoding. Default: gen_length 38 (the code corpus's completion region in
     /// the BPE tokens of `dllm-code-v5`), one block, 19 steps (2 tokens per step), temperature 1
-    /// with low-confidence remasking, EOS as stop token, no key/value cache
-    /// (`kv_cache = "prefix"` decodes about 1.5× faster, Fast-dLLM's approximation; BENCHMARKS).
+    /// with low-confidence remasking, EOS as stop token, Fast-dLLM's prefix cache
+    /// (`kv_cache = "prefix"`: the prompt's keys and values recorded once per block, about
+    /// 1.5× faster decoding, an approximation; BENCHMARKS.md, session 24). LLaDA-layout models
+    /// only: a Dream checkpoint is refused by name before any work unless `kv_cache = "none"`.
     pub decode: DecodeConfig,
     /// Evaluation decoding: greedy, otherwise as `decode` (position rule and `kv_cache`
     /// included), in this many steps. Default 38 (one token per step).
     pub eval_steps: usize,
-    /// Sequences per estimator / update forward chunk. Default 40 (the default batch, `P·G`,
-    /// in one chunk).
+    /// Sequences per estimator / update forward chunk. Default 40 (the default batch of 80,
+    /// `P·G`, in two chunks).
     pub micro_batch: usize,
     /// Refresh the frozen reference to the current policy every this many iterations
     /// (0 = never). Default 0.
     pub ref_refresh_every: u64,
-    /// AdamW, schedule, clipping. Default lr 5e-5 after a 4-update linear warm-up
-    /// (`constant_with_warmup`), wd 0, clip 1.0. From `dllm-code-v5`, 40 iterations at 5e-5
-    /// raise held-out items by 5.0 points (mean of 3 seeds) while the shuffled-reward null loses
-    /// 11.2; at 1e-4 seed 0 lost them (BENCHMARKS.md, session 15);
+    /// AdamW, schedule, clipping. Default lr 5e-5 after a 4-update linear warm-up, then a
+    /// cosine decay to 0.1 of it at the run's last update (`{ kind = "cosine", warmup = 4,
+    /// min_ratio = 0.1 }`, its `total` the run's length), wd 0, clip 1.0. From `dllm-code-v5`
+    /// these defaults raise held-out items by 12.2 points (mean of 3 seeds) while the
+    /// shuffled-reward null loses 4.2 (BENCHMARKS.md, session 25; at a constant 5e-5, 4 prompts
+    /// and μ 2: +5.0 and −11.2, session 15); at 1e-4 seed 0 lost them (session 15);
     /// without the warm-up, AdamW's sign-like first steps move the largest token ratio to 67
     /// (session 14). The 7B references use 1e-6…5e-6; this 3.1 M model does not move there.
     /// A `linear` or `cosine` schedule given without `total` decays over the whole run
@@ -215,9 +226,9 @@ impl Default for DllmGrpoConfig {
                 max_seconds: None,
                 eval_every: 40,
             },
-            prompts_per_step: 4,
+            prompts_per_step: 8,
             group_size: None,
-            inner_iterations: None,
+            inner_iterations: Some(1),
             estimator: None,
             loss: None,
             advantage: None,
@@ -228,6 +239,7 @@ impl Default for DllmGrpoConfig {
                 proposal: ProposalConfig { temperature: 1.0, ..ProposalConfig::default() },
                 position: PositionRule::LowConfidence,
                 stop_tokens: vec![crate::tokenizer::EOS_ID],
+                kv_cache: KvCacheMode::Prefix,
                 ..DecodeConfig::default()
             },
             eval_steps: 38,
@@ -236,7 +248,8 @@ impl Default for DllmGrpoConfig {
             optim: OptimConfig {
                 adamw: AdamWConfig { lr: 5e-5, weight_decay: 0.0, ..AdamWConfig::default() },
                 max_grad_norm: Some(1.0),
-                schedule: LrSchedule::ConstantWithWarmup { warmup: 4 },
+                // `total` 0: the run's length, filled by `resolved`.
+                schedule: LrSchedule::Cosine { warmup: 4, total: 0, min_ratio: 0.1 },
                 ..OptimConfig::default()
             },
             eval_items: 128,
