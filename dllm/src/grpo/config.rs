@@ -122,7 +122,7 @@ pub struct DllmGrpoConfig {
     /// Length in RL iterations (rollout batches), seed, evaluation and checkpoint cadence,
     /// budget: `[run]`. Defaults: 40 iterations (about 26 s each alone on 2 CPU cores; the
     /// whole run 20.4 minutes), seed 0,
-    /// evaluations at the start and the end only (`eval_every` 40: one costs about 60 s), a
+    /// evaluations at the start and the end only (`eval_every` 40: one costs about 86 s), a
     /// checkpoint every 10 (and at the end),
     /// 2 kept, no time limit (when one runs out, the run stops after that iteration, checkpoints it, then
     /// evaluates and saves the model as at `steps`).
@@ -150,7 +150,8 @@ pub struct DllmGrpoConfig {
     /// with low-confidence remasking, EOS as stop token, Fast-dLLM's prefix cache
     /// (`kv_cache = "prefix"`: the prompt's keys and values recorded once per block, about
     /// 1.5× faster decoding, an approximation; BENCHMARKS.md, session 24). LLaDA-layout models
-    /// only: a Dream checkpoint is refused by name before any work unless `kv_cache = "none"`.
+    /// only: with a Dream checkpoint the first decode (the base evaluation, before any
+    /// update) stops the run with an error naming `kv_cache`, unless `kv_cache = "none"`.
     pub decode: DecodeConfig,
     /// Evaluation decoding: greedy, otherwise as `decode` (position rule and `kv_cache`
     /// included), in this many steps. Default 38 (one token per step).
