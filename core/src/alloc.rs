@@ -41,13 +41,15 @@ pub fn keep_freed_memory() -> bool {
 /// in use. Returns `true` when some memory was released; elsewhere than Linux with glibc it
 /// does nothing and returns `false`.
 ///
-/// Call it before forking many children, as the sandboxed code reward does (one `python3` per
-/// test): `fork` copies the page table of every resident page and the child's `exec` tears it
-/// down again, so each spawn costs time in proportion to the parent's resident memory. With
-/// [`keep_freed_memory`] a dLLM trainer stays at its update's peak (3.2 GB for
-/// dllm-code-v5's coupled-GRPO update); measured there, the 40 completions of a batch took 29 s
-/// to score at that size and 1.8 s before the first update (BENCHMARKS.md, session 15). The
-/// next update faults the released pages back in once, not once per tensor.
+/// For a process about to fork many children itself: `fork` copies the page table of every
+/// resident page and the child's `exec` tears it down again, so each spawn costs time in
+/// proportion to the parent's resident memory (with [`keep_freed_memory`] a dLLM trainer stays
+/// at its update's peak, 3.2 GB for dllm-code-v5's coupled-GRPO update: its 40 completions
+/// took 29 s to score at that size, 1.8 s before the first update; BENCHMARKS.md, session
+/// 15). The next allocations fault the released pages back in, which on a virtual machine
+/// whose host reclaims freed guest memory costs about as much as the forks saved (session
+/// 26); the code reward's sandbox avoids both by starting runs from a fork server
+/// (`drift_rewards::sandbox`), and no longer calls this.
 pub fn release_freed_memory() -> bool {
     imp::release_freed_memory()
 }

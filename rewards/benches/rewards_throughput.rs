@@ -59,7 +59,7 @@ fn main() -> Result<(), drift_rewards::RewardError> {
                 "bench": "code_reward", "mode": active, "samples": SAMPLES, "tests": tests,
                 "threads": pool.threads(), "best_s": best, "mean_s": mean,
                 "samples_per_s": SAMPLES as f64 / best,
-                "processes_per_s": (tests + SAMPLES) as f64 / best,
+                "programs_per_s": (tests + SAMPLES) as f64 / best,
             })
         );
     }

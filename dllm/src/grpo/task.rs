@@ -233,8 +233,8 @@ impl TextTask for CodeTask {
             .zip(completions)
             .map(|(item, c)| TextSample::new(item.clone(), c.clone()))
             .collect();
-        // Each test forks a sandboxed python3; forking costs in proportion to resident memory.
-        drift_core::alloc::release_freed_memory();
+        // Runs start from the sandbox's fork server, forked while the trainer was small, so the
+        // memory the trainer keeps for its next update neither slows them nor is handed back.
         let outcomes = self.pool.evaluate(&self.reward, samples);
         outcomes
             .into_iter()

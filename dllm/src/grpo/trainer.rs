@@ -133,7 +133,7 @@ fn eval_view<T: TextTask>(
     cfg: &DllmGrpoConfig,
 ) -> Result<Evaluation> {
     let score = |items: &[T::Item]| -> Result<EvalReport> {
-        Ok(evaluate(view, task, items, &cfg.decode, cfg.eval_steps, 32)?.0)
+        Ok(evaluate(view, task, items, &cfg.decode, cfg.eval_steps, cfg.eval_batch)?.0)
     };
     let main = score(&task.eval_items(cfg.eval_items))?;
     let extra = task

@@ -21,18 +21,20 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Once;
+use std::sync::{Arc, Once};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
 mod jail;
 pub mod limits;
+mod spawner;
 pub mod supervise;
 
 use crate::RewardError;
 use jail::Jail;
 use limits::Limits;
+use spawner::{Request, Spawner};
 pub use supervise::{RunOutput, RunStatus};
 
 /// Which isolation to use.
@@ -83,6 +85,11 @@ pub struct SandboxConfig {
     /// write in total (`/var/tmp` and `/dev/shm` included under the jail). Default 64. (With
     /// limits only, just the per-file limit and the time bound writes.)
     pub tmpfs_mb: u64,
+    /// Start runs from a small fork server forked when the sandbox is made, instead of
+    /// forking the calling process per run (`sandbox::spawner`): a fork copies the page table
+    /// of the forking process, which for a trainer at its update's peak costs more than the
+    /// run. Default true; when the server cannot be started, runs fork the process itself.
+    pub fork_server: bool,
 }
 
 impl Default for SandboxConfig {
@@ -99,6 +106,7 @@ impl Default for SandboxConfig {
             drop_privileges: true,
             bwrap: PathBuf::from("bwrap"),
             tmpfs_mb: 64,
+            fork_server: true,
         }
     }
 }
@@ -146,6 +154,8 @@ pub struct Sandbox {
     tmpfs_bytes: u64,
     bwrap: PathBuf,
     mode: ActiveMode,
+    /// The fork server runs start from, when there is one.
+    spawner: Option<Arc<Spawner>>,
 }
 
 /// Tasks of the trainer's uid that may start after [`Sandbox::new`] counted them (thread
@@ -194,7 +204,9 @@ impl Sandbox {
         let mode =
             ActiveMode { bwrap: false, namespaces: false, own_uid: false, sized_tmpfs: false };
         let (tmpfs_bytes, bwrap) = (cfg.tmpfs_mb << 20, cfg.bwrap.clone());
-        let mut sb = Self { python, prefix, limits, timeout, cap, tmpfs_bytes, bwrap, mode };
+        let spawner = None;
+        let mut sb =
+            Self { python, prefix, limits, timeout, cap, tmpfs_bytes, bwrap, mode, spawner };
         remove_stale_dirs();
         sb.mode.own_uid = cfg.drop_privileges && limits::is_root() && sb.probe();
         if !sb.mode.own_uid {
@@ -243,6 +255,18 @@ impl Sandbox {
                 )
             });
         }
+        if cfg.fork_server {
+            let direct = sb.clone();
+            let serve = move |req: Request| {
+                let files: Vec<(&str, &str)> =
+                    req.files.iter().map(|(n, t)| (n.as_str(), t.as_str())).collect();
+                direct
+                    .run_here(&files, &req.script, req.timeout, req.uid)
+                    .map_err(|e| e.to_string())
+            };
+            // Without a server (fork failed), runs fork this process as before.
+            sb.spawner = Spawner::start(serve).ok().map(Arc::new);
+        }
         Ok(sb)
     }
 
@@ -256,6 +280,17 @@ impl Sandbox {
         &self.python
     }
 
+    /// The wall limit of one run, [`SandboxConfig::timeout_s`].
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// Bytes of stdout and stderr a run may write before it is killed,
+    /// [`SandboxConfig::max_output_bytes`].
+    pub fn output_cap(&self) -> usize {
+        self.cap
+    }
+
     /// Runs `python -I -S -B <script>` under every limit, with `files` (`(name, contents)`;
     /// `script` must be one of them). Under a jail they are read-only at `/tmp/src` and the
     /// working directory is the jail's private `/tmp` (drift's jail writes them there itself;
@@ -267,7 +302,46 @@ impl Sandbox {
         files: &[(&str, &str)],
         script: &str,
     ) -> Result<RunOutput, RewardError> {
+        self.run_python_within(files, script, self.timeout)
+    }
+
+    /// [`Sandbox::run_python`] with the wall limit `timeout` for the whole run instead of
+    /// [`SandboxConfig::timeout_s`] (a script that runs several timed programs itself, such as
+    /// the code world's test harness, needs the sum of their limits).
+    pub fn run_python_within(
+        &self,
+        files: &[(&str, &str)],
+        script: &str,
+        timeout: Duration,
+    ) -> Result<RunOutput, RewardError> {
         let uid = self.mode.own_uid.then(limits::fresh_uid);
+        let Some(spawner) = &self.spawner else {
+            return self.run_here(files, script, timeout, uid);
+        };
+        let req = Request {
+            files: files.iter().map(|(n, t)| (n.to_string(), t.to_string())).collect(),
+            script: script.to_string(),
+            timeout,
+            uid,
+        };
+        match spawner.run(&req) {
+            Ok(Ok(out)) => Ok(out),
+            Ok(Err(why)) => Err(sandbox_err(
+                "run in the sandbox's fork server".into(),
+                std::io::Error::other(why),
+            )),
+            Err(e) => Err(sandbox_err("reach the sandbox's fork server".into(), e)),
+        }
+    }
+
+    /// The run itself, forking this process: `uid` is the run's own uid, when it has one.
+    fn run_here(
+        &self,
+        files: &[(&str, &str)],
+        script: &str,
+        timeout: Duration,
+        uid: Option<u32>,
+    ) -> Result<RunOutput, RewardError> {
         // The namespace jail writes the files itself, inside the jail; the other modes get a
         // host folder, removed when the run ends (and, if the trainer is killed, by the next
         // trainer's Sandbox::new).
@@ -322,7 +396,7 @@ impl Sandbox {
             }
         };
         let sweep_group = uid.is_none() && !jailed;
-        supervise::supervise(child, self.timeout, self.cap, uid, sweep_group)
+        supervise::supervise(child, timeout, self.cap, uid, sweep_group)
             .map_err(|e| sandbox_err("supervise the run".into(), e))
     }
 

@@ -1,15 +1,17 @@
 //! The execution reward (DiffuCoder, docs/algorithms.md §10).
 //!
-//! Rule: each test case `t_j` of the task runs as its own program `code + "\n\n" + t_j` in a
-//! fresh sandboxed `python3` with the wall limit (default 5 s); the score is the fraction of
-//! programs that exit with status 0. The code is the completion's single final fenced Python
+//! Rule: each test case `t_j` of the task runs as its own program `code + "\n\n" + t_j` in its
+//! own process (a child forked by one sandboxed `python3` per completion, [`super::harness`])
+//! with the wall limit (default 5 s); the score is the fraction of programs that exit with
+//! status 0. The code is the completion's single final fenced Python
 //! block; a completion without one ([`super::extract`]) scores 0 without running anything.
 
 use std::sync::Arc;
 
 use super::extract::python_block;
+use super::harness::run_harness;
 use crate::reward::{Details, Evaluation, Reward, TestResult, TextSample};
-use crate::sandbox::{RunStatus, Sandbox};
+use crate::sandbox::Sandbox;
 use crate::RewardError;
 
 /// A task whose answers are checked by running test cases: each test is Python source
@@ -25,29 +27,14 @@ impl CodeTask for Vec<String> {
     }
 }
 
-/// Bytes of stderr kept in each [`TestResult`].
-const STDERR_TAIL: usize = 300;
-
-/// Runs every test of `tests` against `code`, one sandboxed process each.
+/// Runs every test of `tests` against `code` (module rule), all in one sandboxed interpreter
+/// that forks a child per test ([`super::harness`]).
 pub fn run_tests(
     sandbox: &Sandbox,
     code: &str,
     tests: &[String],
 ) -> Result<Vec<TestResult>, RewardError> {
-    tests
-        .iter()
-        .map(|test| {
-            let program = format!("{code}\n\n{test}\n");
-            let out = sandbox.run_python(&[("main.py", &program)], "main.py")?;
-            let tail_from = out.stderr.len().saturating_sub(STDERR_TAIL);
-            Ok(TestResult {
-                passed: out.status == RunStatus::Exit(0),
-                status: out.status.to_string(),
-                stderr_tail: String::from_utf8_lossy(&out.stderr[tail_from..]).into_owned(),
-                elapsed: out.elapsed,
-            })
-        })
-        .collect()
+    Ok(run_harness(sandbox, code, tests, false)?.tests)
 }
 
 /// The fraction of `results` that passed (0 for no tests).

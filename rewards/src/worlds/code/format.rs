@@ -1,22 +1,17 @@
 //! The format gate of the code reward (DiffuCoder, docs/algorithms.md §10).
 //!
 //! Rule: 1.0 when the completion has exactly one fenced Python block, at its end, and the
-//! block compiles (`compile(src, "solution.py", "exec")` in the sandboxed interpreter);
+//! block compiles (`compile(src, "solution.py", "exec")` in the sandboxed interpreter, by
+//! [`super::harness`]);
 //! 0.5 when such a block exists but does not compile; 0.0 otherwise ([`super::extract`]).
 
 use std::sync::Arc;
 
 use super::extract::python_block;
+use super::harness::{run_harness, Compiles};
 use crate::reward::{Details, Evaluation, Reward, TextSample};
-use crate::sandbox::{RunStatus, Sandbox};
+use crate::sandbox::Sandbox;
 use crate::RewardError;
-
-/// The checker run in the sandbox: exit 0 when `solution.py` compiles, 3 on a syntax error.
-const CHECK: &str = "import os, sys\n\
-path = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'solution.py')\n\
-src = open(path, encoding='utf-8', errors='replace').read()\n\
-try:\n    compile(src, 'solution.py', 'exec')\n\
-except (SyntaxError, ValueError):\n    sys.exit(3)\n";
 
 /// Score of a well-formed block that compiles.
 pub const EXACT: f64 = 1.0;
@@ -42,13 +37,19 @@ pub fn check_format(sandbox: &Sandbox, completion: &str) -> Result<FormatVerdict
             return Ok(FormatVerdict { score: 0.0, code: None, reason: Some(why.to_string()) })
         }
     };
-    let out = sandbox.run_python(&[("solution.py", &code), ("check.py", CHECK)], "check.py")?;
-    let (score, reason) = match out.status {
-        RunStatus::Exit(0) => (EXACT, None),
-        RunStatus::Exit(3) => (SYNTAX_ERROR, Some("syntax error".to_string())),
-        other => (SYNTAX_ERROR, Some(format!("syntax check did not finish cleanly: {other}"))),
-    };
+    let (score, reason) = verdict(&run_harness(sandbox, &code, &[], true)?.compiles);
     Ok(FormatVerdict { score, code: Some(code), reason })
+}
+
+/// The format score of a block the harness checked, and why it is below 1.0.
+pub fn verdict(compiles: &Compiles) -> (f64, Option<String>) {
+    match compiles {
+        Compiles::Yes => (EXACT, None),
+        Compiles::SyntaxError => (SYNTAX_ERROR, Some("syntax error".to_string())),
+        Compiles::Unknown(ended) => {
+            (SYNTAX_ERROR, Some(format!("syntax check did not finish cleanly: {ended}")))
+        }
+    }
 }
 
 /// The format gate as a reward over any text sample.

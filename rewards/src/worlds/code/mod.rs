@@ -18,6 +18,7 @@
 pub mod execute;
 pub mod extract;
 pub mod format;
+pub mod harness;
 pub mod ops;
 pub mod reward;
 pub mod templates;

@@ -6,8 +6,10 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::execute::{pass_fraction, run_tests, CodeTask};
-use super::format::{check_format, EXACT};
+use super::execute::{pass_fraction, CodeTask};
+use super::extract::python_block;
+use super::format::verdict;
+use super::harness::run_harness;
 use crate::reward::{Component, Details, Evaluation, Reward, TextSample};
 use crate::sandbox::{Sandbox, SandboxConfig};
 use crate::RewardError;
@@ -80,10 +82,14 @@ impl<T: CodeTask> Reward<TextSample<T>> for CodeReward {
     }
 
     fn evaluate(&self, sample: &TextSample<T>) -> Result<Evaluation, RewardError> {
-        let format = check_format(&self.sandbox, &sample.completion)?;
-        let tests = match (&format.code, format.score == EXACT) {
-            (Some(code), true) => run_tests(&self.sandbox, code, sample.task.tests())?,
-            _ => Vec::new(),
+        // One sandboxed run checks the format and, when it compiles, runs every test.
+        let (format_score, gate, tests) = match python_block(&sample.completion) {
+            Err(why) => (0.0, Some(why.to_string()), Vec::new()),
+            Ok(code) => {
+                let run = run_harness(&self.sandbox, code, sample.task.tests(), true)?;
+                let (score, reason) = verdict(&run.compiles);
+                (score, reason, run.tests)
+            }
         };
         let execution = pass_fraction(&tests);
         let component = |name: &str, weight, score| Component {
@@ -93,15 +99,15 @@ impl<T: CodeTask> Reward<TextSample<T>> for CodeReward {
             failure: None,
         };
         let details = Details {
-            gate: format.reason,
+            gate,
             tests,
             components: vec![
-                component("code_format", self.format_weight, format.score),
+                component("code_format", self.format_weight, format_score),
                 component("code_execution", self.execution_weight, execution),
             ],
             notes: vec![("sandbox".into(), self.sandbox.mode().to_string())],
         };
-        let score = self.format_weight * format.score + self.execution_weight * execution;
+        let score = self.format_weight * format_score + self.execution_weight * execution;
         Ok(Evaluation { score, details })
     }
 }
