@@ -180,7 +180,7 @@ impl PretrainDllmConfig {
             Err(DllmError::Config { key, value, expected: expected.into() })
         };
         self.run.validate()?;
-        self.optim.validate()?;
+        self.optim.over_run(self.run.steps).validate()?;
         if self.batch == 0 {
             return bad("batch", "0".into(), "at least 1");
         }
@@ -328,7 +328,7 @@ pub fn pretrain_dllm(
         value: "frozen".into(),
         expected: "trainable weights".into(),
     })?;
-    let mut opt = Optimizer::new(cfg.optim, ParamSet::all(varmap))?;
+    let mut opt = Optimizer::new(cfg.optim.over_run(cfg.run.steps), ParamSet::all(varmap))?;
     let (mut run, _) = Run::open(run_dir, cfg.run, config_text, "pretrain dllm", "step", &mut opt)?;
     let (mut tail, mut tokens) = (TailMean::last_tenth_of(cfg.run.steps), 0usize);
     let train_start = Instant::now();

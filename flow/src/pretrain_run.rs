@@ -48,7 +48,7 @@ impl PretrainFlowConfig {
             });
         }
         self.run.validate()?;
-        self.optim.validate()?;
+        self.optim.over_run(self.run.steps).validate()?;
         self.model.validate()
     }
 }
@@ -89,7 +89,7 @@ pub fn pretrain_flow(
     cfg.validate()?;
     let varmap = VarMap::new();
     let model = Dit::new(cfg.model, VarBuilder::from_varmap(&varmap, DType::F32, device))?;
-    let mut opt = Optimizer::new(cfg.optim, ParamSet::all(&varmap))?;
+    let mut opt = Optimizer::new(cfg.optim.over_run(cfg.run.steps), ParamSet::all(&varmap))?;
     let (mut run, _) = Run::open(run_dir, cfg.run, config_text, "pretrain flow", "step", &mut opt)?;
     let key = RngKey::new(cfg.run.seed);
     let mut tail = TailMean::last_tenth_of(cfg.run.steps);

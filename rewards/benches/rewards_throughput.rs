@@ -63,6 +63,7 @@ fn main() -> Result<(), drift_rewards::RewardError> {
             })
         );
     }
+    bench_resident(&pool, &batch)?;
     bench_verifier(
         "countdown",
         CountdownReward,
@@ -73,6 +74,47 @@ fn main() -> Result<(), drift_rewards::RewardError> {
         SudokuReward,
         SudokuWorld::new(SudokuConfig::default())?.items(Split::Train, 1000),
     );
+    Ok(())
+}
+
+/// The code reward while the caller holds `DRIFT_BENCH_RESIDENT_GB` (default 3, a dLLM trainer
+/// at its update's peak) of touched memory, with runs started from the sandbox's fork server
+/// and by forking the caller: the sandbox is made first, as the trainer makes it before loading
+/// its models.
+fn bench_resident(
+    pool: &Pool,
+    batch: &[TextSample<CodeItem>],
+) -> Result<(), drift_rewards::RewardError> {
+    let gb: usize =
+        std::env::var("DRIFT_BENCH_RESIDENT_GB").ok().and_then(|v| v.parse().ok()).unwrap_or(3);
+    let mut rewards = Vec::new();
+    for fork_server in [true, false] {
+        let sandbox = Sandbox::new(&SandboxConfig { fork_server, ..SandboxConfig::default() })?;
+        let active = sandbox.mode().to_string();
+        let reward: Arc<dyn Reward<TextSample<CodeItem>>> =
+            Arc::new(CodeReward::with_sandbox(&CodeRewardConfig::default(), Arc::new(sandbox))?);
+        rewards.push((fork_server, active, reward));
+    }
+    let held: Vec<u8> = vec![1u8; gb << 30];
+    for (fork_server, active, reward) in rewards {
+        let mut times = Vec::new();
+        for _ in 0..REPEATS {
+            let start = Instant::now();
+            let out = pool.evaluate(&reward, batch.to_vec());
+            times.push(start.elapsed().as_secs_f64());
+            assert!(out.iter().all(|o| o.score == 2.5), "reference solutions must score 2.5");
+        }
+        let best = times.iter().cloned().fold(f64::INFINITY, f64::min);
+        println!(
+            "{}",
+            serde_json::json!({
+                "bench": "code_reward_resident", "resident_gb": gb, "fork_server": fork_server,
+                "mode": active, "samples": batch.len(), "best_s": best,
+                "mean_s": times.iter().sum::<f64>() / times.len() as f64,
+            })
+        );
+    }
+    assert_eq!(held[held.len() / 2], 1);
     Ok(())
 }
 

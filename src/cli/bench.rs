@@ -342,7 +342,7 @@ fn sd3(iters: usize, dev: &Device) -> Result<()> {
             init: None,
             null: null.clone(),
             latent_side: latent,
-            optim: fcfg.optim,
+            optim: fcfg.optim_over_run(),
             dtype,
             seed: 0,
         };

@@ -192,7 +192,7 @@ fn train_sd3(
         init: None,
         null,
         latent_side: sd3.latent_side,
-        optim: cfg.optim,
+        optim: cfg.optim_over_run(),
         dtype,
         seed: cfg.run.seed,
     };

@@ -29,6 +29,13 @@ pub struct OptimConfig {
 }
 
 impl OptimConfig {
+    /// The config with its schedule's omitted `total` set to `updates`, the run's number of
+    /// optimizer steps ([`LrSchedule::over_run`]); every trainer calls it before validating.
+    #[must_use]
+    pub fn over_run(self, updates: u64) -> Self {
+        Self { schedule: self.schedule.over_run(updates), ..self }
+    }
+
     /// Checks every value before any work, naming the TOML key at fault: AdamW's
     /// hyperparameters, the schedule, a positive finite clip norm, the EMA's decay and period.
     pub fn validate(&self) -> Result<()> {

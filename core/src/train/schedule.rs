@@ -91,8 +91,8 @@ impl LrSchedule {
                 Err(CoreError::Config {
                     field: "schedule.total",
                     value: "0 (omitted)".into(),
-                    expected: "a step count greater than schedule.warmup (only `drift train \
-                               dllm` fills an omitted total with the run's length)",
+                    expected: "a step count greater than schedule.warmup (the trainers fill an \
+                               omitted total with the run's number of updates)",
                 })
             }
             LrSchedule::Linear { warmup, total } | LrSchedule::Cosine { warmup, total, .. }

@@ -108,6 +108,12 @@ impl Default for SasConfig {
 }
 
 impl SasConfig {
+    /// Optimizer steps of the whole run, `run.steps · inner_iterations`: a `linear` or
+    /// `cosine` schedule given without `total` decays over them.
+    pub fn updates(&self) -> u64 {
+        self.run.steps * self.inner_iterations as u64
+    }
+
     /// The core policy loss: each decoding step one action, PPO clip `clip_eps`, token mean
     /// over the steps of the batch, no KL.
     pub fn loss(&self) -> PolicyLossConfig {
@@ -125,7 +131,7 @@ impl SasConfig {
             Err(DllmError::Config { key, value, expected: expected.into() })
         };
         self.run.validate()?;
-        self.optim.validate()?;
+        self.optim.over_run(self.updates()).validate()?;
         self.policy.validate()?;
         self.loss().validate()?;
         if self.puzzles_per_step == 0 {

@@ -260,3 +260,15 @@ fn the_dense_self_aware_reward_is_learned_above_its_null_and_unlearned_when_flip
     assert!(real > null + 0.02, "real {real} vs null {null}");
     assert!(flipped < null - 0.02, "flipped {flipped} vs null {null}");
 }
+
+#[test]
+fn a_schedule_without_total_decays_over_the_runs_optimizer_steps() {
+    use drift_core::train::LrSchedule;
+    let mut c = super::config::SasConfig::default();
+    c.run.steps = 6;
+    c.inner_iterations = 2;
+    c.optim.schedule = LrSchedule::Linear { warmup: 1, total: 0 };
+    c.validate().unwrap();
+    assert_eq!(c.updates(), 12);
+    assert_eq!(c.optim.over_run(c.updates()).schedule, LrSchedule::Linear { warmup: 1, total: 12 });
+}

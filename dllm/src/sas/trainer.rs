@@ -92,7 +92,8 @@ pub fn train_sas(
         policy_cfg.vocab_size = model.config().logit_width();
     }
     let policy = SasOrderPolicy::new(policy_cfg, cfg.run.seed, device)?;
-    let mut opt = Optimizer::new(cfg.optim, ParamSet::all(policy.varmap()))?;
+    let mut opt =
+        Optimizer::new(cfg.optim.over_run(cfg.updates()), ParamSet::all(policy.varmap()))?;
     let (mut run, resumed) =
         Run::open(run_dir, cfg.run, config_text, "sas", "iteration", &mut opt)?;
     let start = match resumed {

@@ -246,6 +246,17 @@ impl FlowGrpoConfig {
         self.prompts_per_step * self.group_size
     }
 
+    /// Optimizer steps of the whole run, `run.steps · inner_epochs · updates_per_batch`.
+    pub fn updates(&self) -> u64 {
+        self.run.steps * (self.inner_epochs * self.updates_per_batch) as u64
+    }
+
+    /// `optim` with a `linear` or `cosine` schedule given without `total` decaying over the
+    /// run's [`FlowGrpoConfig::updates`] ([`OptimConfig::over_run`]).
+    pub fn optim_over_run(&self) -> OptimConfig {
+        self.optim.over_run(self.updates())
+    }
+
     /// The trained transitions `0..⌊N·train_fraction⌋` (at least one).
     pub fn trained_steps(&self) -> usize {
         ((self.schedule.steps as f64 * self.train_fraction).floor() as usize)
@@ -255,7 +266,7 @@ impl FlowGrpoConfig {
     /// Checks every field's domain, naming the field at fault.
     pub fn validate(&self) -> Result<()> {
         self.run.validate()?;
-        self.optim.validate()?;
+        self.optim_over_run().validate()?;
         // Every reward term builds (names known, weights finite, an `http` term's service
         // configured); nothing is contacted yet.
         super::shapes::shapes_reward(&self.rewards)?;

@@ -435,6 +435,21 @@ fn bad_configs_are_named() {
     assert!(e.contains("rewards.name") && e.contains("geneval"), "{e}");
 }
 
+#[test]
+fn a_schedule_without_total_decays_over_the_runs_optimizer_steps() {
+    use drift_core::train::LrSchedule;
+    let mut cfg = FlowGrpoConfig { inner_epochs: 2, updates_per_batch: 3, ..Default::default() };
+    cfg.run.steps = 5;
+    cfg.optim.schedule = LrSchedule::Cosine { warmup: 2, total: 0, min_ratio: 0.1 };
+    cfg.validate().unwrap();
+    assert_eq!(cfg.updates(), 30);
+    let filled = LrSchedule::Cosine { warmup: 2, total: 30, min_ratio: 0.1 };
+    assert_eq!(cfg.optim_over_run().schedule, filled);
+    // An explicit total is the user's.
+    cfg.optim.schedule = LrSchedule::Linear { warmup: 0, total: 7 };
+    assert_eq!(cfg.optim_over_run().schedule, cfg.optim.schedule);
+}
+
 /// `trainable = ["attn"]`: the attention projections move, every other weight stays the base's
 /// (up to the EMA's rounding); a string that matches no parameter is refused by name.
 #[test]

@@ -53,7 +53,7 @@ fn load_dit_models(cfg: &FlowGrpoConfig, device: &Device) -> Result<PolicyModels
         VarBuilder::from_tensors(detached_view(&varmap), candle_core::DType::F32, device),
     )?;
     let reference = load_dit_frozen(&cfg.base, device)?;
-    let opt = Optimizer::new(cfg.optim, ParamSet::matching(&varmap, &cfg.trainable)?)?;
+    let opt = Optimizer::new(cfg.optim_over_run(), ParamSet::matching(&varmap, &cfg.trainable)?)?;
     let all = ParamSet::all(&varmap);
     let dit_cfg = *policy.config();
     let save: SavePolicy = Box::new(move |dir: &Path, opt: &Optimizer| {
