@@ -8,12 +8,7 @@ use drift_rewards::sandbox::{RunStatus, Sandbox, SandboxConfig, SandboxMode};
 
 /// Live children of this process, from every thread's `/proc/self/task/*/children`.
 fn children() -> usize {
-    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else { return 0 };
-    tasks
-        .flatten()
-        .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
-        .map(|s| s.split_whitespace().count())
-        .sum()
+    child_pids().len()
 }
 
 #[test]
@@ -68,5 +63,32 @@ fn the_fork_server_runs_what_a_fork_would_runs_in_parallel_and_ends_with_its_san
     );
     drop(clone);
     assert_eq!(children(), before, "the server ends with the last clone");
+
+    // A server killed from outside: runs go on, forking this process.
+    let old: Vec<String> = child_pids();
+    let orphaned = mode(cfg(true)).unwrap();
+    let server: Vec<String> = child_pids().into_iter().filter(|p| !old.contains(p)).collect();
+    assert_eq!(server.len(), 1);
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(server[0].parse().unwrap(), libc::SIGKILL) };
+    let stat = format!("/proc/{}/stat", server[0]);
+    let dead = |s: String| s.rsplit(')').next().is_some_and(|r| r.trim_start().starts_with('Z'));
+    while !std::fs::read_to_string(&stat).map(dead).unwrap_or(true) {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let out = orphaned.run_python(&[("main.py", "print('still here')\n")], "main.py").unwrap();
+    assert_eq!((out.status, out.stdout), (RunStatus::Exit(0), b"still here\n".to_vec()));
+    drop(orphaned);
+    assert_eq!(children(), before, "the killed server is reaped");
     drop(direct);
+}
+
+/// The pids of this process's children.
+fn child_pids() -> Vec<String> {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else { return Vec::new() };
+    tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
+        .flat_map(|s| s.split_whitespace().map(String::from).collect::<Vec<_>>())
+        .collect()
 }

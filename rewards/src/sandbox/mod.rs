@@ -171,6 +171,7 @@ const JAIL_DIR: &str = "/tmp";
 const JAIL_SRC: &str = "/tmp/src";
 
 static JAIL_NOTICE: Once = Once::new();
+static SERVER_NOTICE: Once = Once::new();
 static NEXT_DIR: AtomicU64 = AtomicU64::new(0);
 
 impl Sandbox {
@@ -330,7 +331,17 @@ impl Sandbox {
                 "run in the sandbox's fork server".into(),
                 std::io::Error::other(why),
             )),
-            Err(e) => Err(sandbox_err("reach the sandbox's fork server".into(), e)),
+            Err(e) => {
+                // The server is gone (killed from outside) or its worker died mid-reply: run
+                // it here rather than score every later sample as a failure.
+                SERVER_NOTICE.call_once(|| {
+                    eprintln!(
+                        "drift-rewards: the sandbox's fork server did not answer ({e}); runs \
+                         now fork this process"
+                    )
+                });
+                self.run_here(files, script, timeout, uid)
+            }
         }
     }
 
