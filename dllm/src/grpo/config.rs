@@ -120,9 +120,9 @@ pub struct DllmGrpoConfig {
     /// The recipe. Default coupled-GRPO.
     pub recipe: Recipe,
     /// Length in RL iterations (rollout batches), seed, evaluation and checkpoint cadence,
-    /// budget: `[run]`. Defaults: 40 iterations (about 26 s each alone on 2 CPU cores; the
-    /// whole run 20.4 minutes), seed 0,
-    /// evaluations at the start and the end only (`eval_every` 40: one costs about 86 s), a
+    /// budget: `[run]`. Defaults: 40 iterations (about 25 s each alone on 2 CPU cores; the
+    /// whole run 19.1 minutes, BENCHMARKS.md session 26), seed 0,
+    /// evaluations at the start and the end only (`eval_every` 40: one costs about 82 s), a
     /// checkpoint every 10 (and at the end),
     /// 2 kept, no time limit (when one runs out, the run stops after that iteration, checkpoints it, then
     /// evaluates and saves the model as at `steps`).
