@@ -80,6 +80,8 @@ impl Spawner {
             // would otherwise stay open as long as the server lives.
             // SAFETY: descriptor operations on this process's own table.
             unsafe {
+                // The client's end first: held here, the server would never see end of file.
+                libc::close(client.as_raw_fd());
                 if server.as_raw_fd() != 3 && libc::dup2(server.as_raw_fd(), 3) < 0 {
                     libc::_exit(1);
                 }
