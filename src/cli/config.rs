@@ -229,6 +229,19 @@ mod tests {
         }
     }
 
+    /// The diffu-GRPO file is the trainer's defaults with its recipe and the measured lr, and
+    /// nothing else: a drift in any other field would change the run the benchmark recorded.
+    #[test]
+    fn the_diffu_grpo_file_is_the_defaults_with_its_recipe_and_lr() {
+        use drift_dllm::grpo::{DllmGrpoConfig, Recipe};
+        let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("examples/configs/dllm_diffu_grpo.toml");
+        let (got, _) = load_inner::<DllmGrpoConfig>(Some(&path), &[]).unwrap();
+        let mut want = DllmGrpoConfig { recipe: Recipe::DiffuGrpo, ..DllmGrpoConfig::default() };
+        want.optim.adamw.lr = 2e-4;
+        assert_eq!(got, want);
+    }
+
     /// The main job's file says every value is the built-in default: keep the two in step.
     #[test]
     fn the_main_jobs_config_file_is_the_built_in_default() {

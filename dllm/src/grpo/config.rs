@@ -22,7 +22,9 @@ use crate::model::LoraConfig;
 #[serde(rename_all = "snake_case")]
 pub enum Recipe {
     /// diffu-GRPO (d1, arXiv 2504.12216): one-step estimator, token ratio, clip 0.5, k3 KL
-    /// β 0.04, token mean over the batch, `r − mean`, μ 12, G 6.
+    /// β 0.04, token mean over the batch, `r − mean`, μ 12, G 6. On the shipped code world it
+    /// learns at lr 2e-4, not at the trainer's shared 5e-5
+    /// (`examples/configs/dllm_diffu_grpo.toml`; BENCHMARKS.md, session 27).
     DiffuGrpo,
     /// coupled-GRPO (DiffuCoder, arXiv 2506.20639): coupled estimator, token ratio, clip 0.5,
     /// k3 KL β 0.01, token mean over the batch, leave-one-out without std, μ 2, G 10.
@@ -32,7 +34,8 @@ pub enum Recipe {
     /// k2 KL β 1e-3, leave-one-out without std, μ 8, G 6.
     Espo,
     /// GDPO (arXiv 2510.08554): Gauss–Legendre quadrature (2 nodes), ratio `exp(ΔELBO/L)`,
-    /// clip 0.5, no KL, `r − mean`, μ 12, G 6.
+    /// clip 0.5, no KL, `r − mean`, μ 12, G 6. Its gradient is 10–30× smaller than the other
+    /// estimators'; at lr 2e-4 it collapses on the code world (BENCHMARKS.md, session 27).
     Gdpo,
     /// StableDRL: ELBO per-token mean (Monte Carlo, 2 draws), self-normalised weights capped
     /// at 5, no KL, `r − mean`, μ 2, G 8.
