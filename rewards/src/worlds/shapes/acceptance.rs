@@ -5,6 +5,7 @@ use super::grammar::{Clause, Colour, Object, Prompt};
 use super::noise::{degrade, Degradation};
 use super::parse::from_text;
 use super::render::{layout, RenderOptions};
+use super::scene::Scene;
 use super::split::eval_list;
 use super::split::{all_prompts, sample_prompts, split, SplitConfig};
 use super::verify::verify;
@@ -171,4 +172,68 @@ fn singular_clauses_need_at_least_one_match_and_counts_exactly_n_as_in_geneval()
     let image = layout(&pair, 9, &opts).render();
     assert!(verify(&from_text("a blue square").unwrap(), &image).strict);
     assert_eq!(verify(&from_text("a green square").unwrap(), &image).score, 0.0);
+}
+
+/// `scene` with one more copy of its object `j`: `size` pixels, in `colour`, at the first
+/// place scanned from the top left that keeps 2 pixels from every object.
+fn with_extra(scene: &Scene, j: usize, size: usize, colour: Colour) -> Scene {
+    let mut extra = scene.objects[j].clone();
+    extra.size = size;
+    extra.object = Object::new(colour, extra.object.shape);
+    extra.rgb = colour.rgb();
+    let mut out = scene.clone();
+    for (y, x) in (0..=32 - size).flat_map(|y| (0..=32 - size).map(move |x| (y, x))) {
+        extra.x = x;
+        extra.y = y;
+        if scene.objects.iter().all(|o| o.separated(&extra, 2)) {
+            out.objects.push(extra);
+            return out;
+        }
+    }
+    panic!("no room for a {size}-pixel object in {scene:?}");
+}
+
+#[test]
+fn colour_and_position_are_judged_on_the_largest_objects_of_a_shape_as_in_geneval() {
+    let opts = RenderOptions::default();
+    // A large blue circle beside a small red one: GenEval checks the colour of the most
+    // confident circle only, so "a red circle" fails although a red circle is there.
+    let mut two = layout(&from_text("2 circles").unwrap(), 1, &opts);
+    two.objects[0].size = 11;
+    two.objects[1].size = 7;
+    let two = two.recoloured(0, Colour::Blue).recoloured(1, Colour::Red);
+    let image = two.render();
+    let v = verify(&from_text("a red circle").unwrap(), &image);
+    let c = &v.clauses[0];
+    assert_eq!((c.found, c.of_shape, c.in_colour, v.score, v.strict), (1, 2, 0, 0.0, false));
+    assert!(verify(&from_text("a blue circle").unwrap(), &image).strict);
+    assert!(verify(&from_text("a circle").unwrap(), &image).strict);
+    // Sizes swapped, the red circle is the one judged.
+    let mut swapped = two.clone();
+    swapped.objects[0].size = 7;
+    swapped.objects[1].size = 11;
+    assert!(verify(&from_text("a red circle").unwrap(), &swapped.render()).strict);
+
+    // Counting excludes N + 1 objects of the shape whatever their colour: three red circles
+    // and a smaller blue one miss "3 red circles" by the extra circle, 1 − 1/3.
+    let mut four = layout(&from_text("4 red circles").unwrap(), 2, &opts);
+    four.objects[3].size = 7;
+    let four = four.recoloured(3, Colour::Blue).render();
+    let v = verify(&from_text("3 red circles").unwrap(), &four);
+    let c = &v.clauses[0];
+    assert_eq!((c.found, c.of_shape, c.in_colour, v.strict), (3, 4, 3, false));
+    assert!((v.score - 2.0 / 3.0).abs() < 1e-12, "{}", v.score);
+
+    // A relation's subject is the largest object of its shape: a larger green circle beside
+    // the scene fails "a red circle" and with it the relation; the square's clause holds.
+    let p = from_text("a red circle left of a blue square").unwrap();
+    let scene = layout(&p, 3, &opts);
+    assert!(verify(&p, &scene.render()).strict);
+    let bigger = scene.objects[0].size + 2;
+    let v = verify(&p, &with_extra(&scene, 0, bigger, Colour::Green).render());
+    let scores: Vec<f64> = v.clauses.iter().map(|c| c.score).collect();
+    assert_eq!(scores, [0.0, 1.0, 0.0]);
+    // A smaller extra circle changes nothing.
+    let smaller = scene.objects[0].size - 2;
+    assert!(verify(&p, &with_extra(&scene, 0, smaller, Colour::Green).render()).strict);
 }

@@ -85,11 +85,19 @@ fn details(v: &Verdict) -> Details {
         .iter()
         .map(|c| Component { name: c.clause.clone(), weight, score: c.score, failure: None })
         .collect();
-    let gate = v
-        .clauses
-        .iter()
-        .find(|c| c.score < 1.0)
-        .map(|c| format!("{}: expected {}, found {}", c.clause, c.expected, c.found));
+    let gate = v.clauses.iter().find(|c| c.score < 1.0).map(|c| {
+        let gate = format!("{}: expected {}, found {}", c.clause, c.expected, c.found);
+        if c.of_shape == c.found {
+            gate
+        } else {
+            // GenEval's rule: the largest objects of the shape carry the colour.
+            let largest = c.expected.min(c.of_shape);
+            format!(
+                "{gate} ({} of its shape; {} of the {largest} largest in its colour)",
+                c.of_shape, c.in_colour
+            )
+        }
+    });
     let found: Vec<String> = v
         .detections
         .iter()

@@ -2,19 +2,26 @@
 //! composition reward, arXiv 2505.05470): finds the objects in an image and scores a prompt's
 //! clauses against them.
 //!
-//! Scoring (docs/algorithms.md §10):
-//! - a count clause scores against `found`, the number of detected objects of its shape (and of
-//!   its colour, when it names one). As in GenEval's metadata, a singular clause ("a red
-//!   circle") is an *include* requirement, satisfied by at least one match (score 1 if
-//!   `found ≥ 1`, else 0), while a counting clause ("3 circles", N ≥ 2) is an include plus an
-//!   *exclude* of N + 1, i.e. exactly N, with partial credit `max(0, 1 − |N − found| / N)`;
-//! - a relation "a A rel a B" counts as three clauses: "a A", "a B" (scored as counts) and the
-//!   relation itself, 1 when the largest detected A and the largest detected B stand in the
-//!   relation by at least `relation_margin` pixels between centroids, else 0;
+//! Scoring (docs/algorithms.md §10) follows GenEval's evaluator, which looks up the detections
+//! of a clause's *class* (here its shape), ranks them by detector confidence and checks colour
+//! and position only on the most confident ones ("Color and position will only be evaluated on
+//! the most confidently predicted objects"). drift's detections carry no confidence; the rank is
+//! by area, largest first (ties in scan order). For a clause asking `N` objects of a shape, maybe
+//! of a colour, with `n` detections of that shape and `k` of its `min(N, n)` largest in the
+//! asked colour (all of them when no colour is named):
+//! - a singular clause ("a circle", "a red circle") is an *include* requirement: score 1 iff
+//!   `n ≥ 1` and the largest object of its shape has its colour (`k = 1`), else 0. Extra objects
+//!   of the shape do not lower it, but a larger one in another colour does;
+//! - a counting clause (`N ≥ 2`, "3 circles", "3 red circles") is an include plus GenEval's
+//!   *exclude* of `N + 1` objects of its shape, i.e. exactly `N`, with partial credit
+//!   `max(0, 1 − ((N − k) + max(0, n − N)) / N)`, which is `1 − |N − n| / N` without a colour;
+//! - a relation "a A rel a B" counts as three clauses: "a A", "a B" (scored as singular clauses)
+//!   and the relation itself, 1 when both are met and the largest A and the largest B stand in
+//!   the relation by at least `relation_margin` pixels between centroids, else 0;
 //! - the score is the mean over clauses; the strict score is 1 iff every clause scores 1.
 //!
-//! As in GenEval, objects the prompt does not mention do not lower the score; they are listed
-//! in the details.
+//! As in GenEval, objects of shapes the prompt does not mention do not lower the score; they are
+//! listed in the details.
 
 use serde::{Deserialize, Serialize};
 
@@ -72,8 +79,14 @@ pub struct ClauseVerdict {
     pub clause: String,
     /// Objects asked for (1 for a relation).
     pub expected: usize,
-    /// Matching objects found (for a relation: 1 if it holds, else 0).
+    /// Matching objects found, of its shape and (when it names one) its colour; for a relation
+    /// 1 if it holds, else 0.
     pub found: usize,
+    /// Objects of its shape found in any colour (GenEval's class count; for a relation 0).
+    pub of_shape: usize,
+    /// Of the `min(expected, of_shape)` largest objects of its shape, how many have its colour
+    /// (all of them when it names none; for a relation 0).
+    pub in_colour: usize,
     /// The clause's score in `[0, 1]`.
     pub score: f64,
 }
@@ -127,21 +140,26 @@ pub fn verify_with(prompt: &Prompt, image: &Image, options: &VerifyOptions) -> V
                 clauses.push(count_verdict(&detections, usize::from(count), object));
             }
             Clause::Relation { subject, relation, reference } => {
-                clauses.push(count_verdict(&detections, 1, subject));
-                clauses.push(count_verdict(&detections, 1, reference));
-                let largest = |s: Spec| {
-                    detections.iter().filter(|d| s.matches(d.object())).max_by_key(|d| d.area)
-                };
-                let holds = match (largest(subject), largest(reference)) {
-                    (Some(a), Some(b)) => {
-                        relation.holds(a.centroid, b.centroid, options.relation_margin)
-                    }
-                    _ => false,
-                };
+                let a = count_verdict(&detections, 1, subject);
+                let b = count_verdict(&detections, 1, reference);
+                let holds = a.score == 1.0
+                    && b.score == 1.0
+                    && match (
+                        ranked(&detections, subject.shape).first(),
+                        ranked(&detections, reference.shape).first(),
+                    ) {
+                        (Some(a), Some(b)) => {
+                            relation.holds(a.centroid, b.centroid, options.relation_margin)
+                        }
+                        _ => false,
+                    };
+                clauses.extend([a, b]);
                 clauses.push(ClauseVerdict {
                     clause: clause.text(),
                     expected: 1,
                     found: usize::from(holds),
+                    of_shape: 0,
+                    in_colour: 0,
                     score: if holds { 1.0 } else { 0.0 },
                 });
             }
@@ -152,23 +170,39 @@ pub fn verify_with(prompt: &Prompt, image: &Image, options: &VerifyOptions) -> V
     Verdict { score, strict, clauses, detections }
 }
 
-/// A count clause's verdict: at least one match for a singular clause, exactly `expected` for a
-/// counting one (GenEval's include / exclude requirements).
+/// The detections of `shape`, largest first; equal areas keep scan order. Area stands in for
+/// the detector confidence GenEval ranks by.
+fn ranked(detections: &[Detection], shape: ShapeKind) -> Vec<&Detection> {
+    let mut of_shape: Vec<&Detection> = detections.iter().filter(|d| d.shape == shape).collect();
+    of_shape.sort_by_key(|d| std::cmp::Reverse(d.area));
+    of_shape
+}
+
+/// A count clause's verdict under GenEval's include / exclude rule (module docs): the
+/// `expected` largest objects of its shape must carry its colour, a singular clause accepts
+/// more objects of the shape, and a counting one asks exactly `expected`.
 fn count_verdict(detections: &[Detection], expected: usize, object: Spec) -> ClauseVerdict {
-    let found = detections.iter().filter(|d| object.matches(d.object())).count();
+    let of_shape = ranked(detections, object.shape);
+    let in_colour = of_shape
+        .iter()
+        .take(expected)
+        .filter(|d| object.colour.is_none_or(|c| c == d.colour))
+        .count();
     let miss = if expected <= 1 {
-        if found >= 1 {
+        if in_colour >= 1 {
             0.0
         } else {
             1.0
         }
     } else {
-        expected.abs_diff(found) as f64 / expected as f64
+        (expected - in_colour + of_shape.len().saturating_sub(expected)) as f64 / expected as f64
     };
     ClauseVerdict {
         clause: Clause::Count { count: expected as u8, object }.text(),
         expected,
-        found,
+        found: detections.iter().filter(|d| object.matches(d.object())).count(),
+        of_shape: of_shape.len(),
+        in_colour,
         score: (1.0 - miss).max(0.0),
     }
 }
