@@ -62,6 +62,7 @@ fn main() -> drift_dllm::Result<()> {
             pad_id: PAD_ID,
             padding: Padding::Visible,
             first_row: 0,
+            greedy_per_group: 0,
         };
         // One timed rollout per case (each is tens of model evaluations over every row).
         let t0 = Instant::now();

@@ -127,6 +127,7 @@ pub fn dllm(model_dir: &Path, prompts: &[String], s: &DllmSampling, dev: &Device
         pad_id: PAD_ID,
         padding: model.config().padding(),
         first_row: 0,
+        greedy_per_group: 0,
     };
     let key = RngKey::new(s.seed);
     let greedy = policy.as_ref().map(SasOrderPolicy::greedy);

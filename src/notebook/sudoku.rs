@@ -100,6 +100,7 @@ pub fn orders_picture(
         pad_id: PAD_ID,
         padding: model.config().padding(),
         first_row: 0,
+        greedy_per_group: 0,
     };
     let each = orders.each();
     let side = n * CELL + 8;

@@ -190,6 +190,15 @@ pub struct DllmGrpoConfig {
     /// masks but lose the reward's direction. Logged rewards and pass rates stay the true
     /// ones. Default false.
     pub shuffle_rewards: bool,
+    /// Rows of each group decoded greedily instead of sampled: the last `greedy_per_group` of
+    /// the `G` completions of a prompt are its greedy decode (at the rollout's steps and
+    /// position rule), the others samples at `decode.proposal.temperature`. They are scored,
+    /// share the group's baseline and are trained on like the samples, so a group whose greedy
+    /// completion fails while samples pass pushes the greedy mode, the one the held-out
+    /// evaluation decodes, away from its failure (and one that passes sharpens it). An
+    /// off-policy row: its tokens were not drawn from the policy. Default 0 (every row
+    /// sampled); at most `G − 1`.
+    pub greedy_per_group: usize,
     /// Train only the parameters whose name contains one of these strings (e.g. `["attn"]`:
     /// the attention projections, the full-rank analogue of a LoRA on them). The others stay
     /// at the base's values and are saved with the trained model. Default empty: every
@@ -263,6 +272,7 @@ impl Default for DllmGrpoConfig {
             eval_items: 128,
             eval_batch: 128,
             shuffle_rewards: false,
+            greedy_per_group: 0,
             trainable: Vec::new(),
             lora: None,
             data: None,
@@ -310,6 +320,13 @@ impl DllmGrpoConfig {
                 "group_size",
                 parts.group_size.to_string(),
                 "at least 2 (a group needs a baseline)",
+            );
+        }
+        if self.greedy_per_group >= parts.group_size {
+            return bad(
+                "greedy_per_group",
+                self.greedy_per_group.to_string(),
+                &format!("at most group_size − 1 = {}", parts.group_size - 1),
             );
         }
         if parts.inner_iterations == 0 {

@@ -107,6 +107,7 @@ fn decode_texts<T: TextTask>(
         pad_id: PAD_ID,
         padding: model.config().padding(),
         first_row,
+        greedy_per_group: 0,
     };
     let key = RngKey::new(seed);
     let trajectory = match order {

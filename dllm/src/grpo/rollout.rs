@@ -120,6 +120,7 @@ pub fn sample_batch<T: TextTask>(
         // As the model was trained to see it (config.json's drift_padding).
         padding: model.config().padding(),
         first_row: step * (p * g) as u64,
+        greedy_per_group: c.greedy_per_group,
     };
     let trajectory =
         decode(model, &c.decode, &batch, rollout_key(c.run.seed, step), model.device())?;

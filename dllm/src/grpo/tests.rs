@@ -138,6 +138,29 @@ fn first_ratio_is_exactly_one_for_every_recipe_and_micro_batch() {
     }
 }
 
+/// `greedy_per_group = 1`: the last completion of each group is the prompt's greedy decode, the
+/// others the samples the batch holds without it, scored and given advantages like them.
+#[test]
+fn a_greedy_row_per_group_is_the_prompts_greedy_decode() {
+    let dir = tempfile::tempdir().unwrap();
+    random_base(dir.path());
+    let view = DiffusionLm::from_dir(dir.path(), &LoadOptions::default()).unwrap();
+    let texts = |greedy_per_group: usize, temperature: f64| {
+        let mut cfg = toy_config(dir.path(), Recipe::CoupledGrpo);
+        cfg.greedy_per_group = greedy_per_group;
+        cfg.decode.proposal.temperature = temperature;
+        let batch = sample_batch(&view, &toy(), &cfg.resolved().unwrap(), 3).unwrap();
+        assert_eq!(batch.advantages_host.len(), 8);
+        batch.texts
+    };
+    let (sampled, mixed, greedy) = (texts(0, 1.0), texts(1, 1.0), texts(0, 0.0));
+    for r in 0..8 {
+        let want = if r % 4 == 3 { &greedy[r] } else { &sampled[r] };
+        assert_eq!(&mixed[r], want, "row {r}");
+    }
+    assert!(sampled[3] != greedy[3] || sampled[7] != greedy[7], "{sampled:?} {greedy:?}");
+}
+
 /// On-policy (`μ = 1`) the trainer runs no old pass: the update's own detached values stand
 /// in for it. The step must be the one the explicit old pass gives, weight for weight.
 #[test]
@@ -381,6 +404,8 @@ fn bad_configs_are_named() {
         (DllmGrpoConfig { group_size: Some(1), ..base.clone() }, "group_size"),
         (DllmGrpoConfig { inner_iterations: Some(0), ..base.clone() }, "inner_iterations"),
         (DllmGrpoConfig { micro_batch: 0, ..base.clone() }, "micro_batch"),
+        // Coupled-GRPO's G is 10: at least one row of each group must be sampled.
+        (DllmGrpoConfig { greedy_per_group: 10, ..base.clone() }, "greedy_per_group"),
         (
             DllmGrpoConfig {
                 estimator: Some(crate::estimate::EstimatorConfig::ElboMc { draws: 0 }),

@@ -46,6 +46,7 @@ pub fn evaluate_order(
             pad_id: PAD_ID,
             padding: model.config().padding(),
             first_row: (c * batch.max(1)) as u64,
+            greedy_per_group: 0,
         };
         let key = RngKey::new(seed).stream("sas/eval");
         let t = match policy {

@@ -163,6 +163,7 @@ fn iteration(
         pad_id: PAD_ID,
         padding: model.config().padding(),
         first_row: step * (p * g) as u64,
+        greedy_per_group: 0,
     };
     let key = RngKey::new(cfg.run.seed).stream("sas/rollout").step(step);
     let recorder = RecordingPolicy::new(policy);

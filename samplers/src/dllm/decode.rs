@@ -71,13 +71,46 @@ pub struct DecodeBatch<'a> {
     /// `first_row + r`, so a row decodes the same whatever micro-batch it lands in (given the
     /// same batch-mates under a batch-dependent model, i.e. with padding).
     pub first_row: u64,
+    /// The last `greedy_per_group ≤ G` rows of each group propose greedily (`argmax` of the
+    /// filtered logits) whatever [`ProposalConfig::temperature`], so a group can hold its
+    /// prompt's greedy decode beside `G − greedy_per_group` samples. A greedy row ignores its
+    /// Gumbel noise; every other row draws exactly the noise it would draw without greedy
+    /// rows. Default 0.
+    ///
+    /// [`ProposalConfig::temperature`]: super::ProposalConfig::temperature
+    pub greedy_per_group: usize,
 }
 
 impl<'a> DecodeBatch<'a> {
     /// `group_size` samples of each prompt, padding masked, rows numbered from 0.
     pub fn new(prompts: &'a [Vec<u32>], group_size: usize, pad_id: u32) -> Self {
-        Self { prompts, group_size, pad_id, padding: Padding::Masked, first_row: 0 }
+        Self {
+            prompts,
+            group_size,
+            pad_id,
+            padding: Padding::Masked,
+            first_row: 0,
+            greedy_per_group: 0,
+        }
     }
+}
+
+/// The `(keep, fixed)` pair of [`Decoder::greedy_uniforms`] for `b` rows in groups of `g`
+/// whose last `greedy` rows propose greedily; `None` when `greedy` is 0.
+fn greedy_uniforms(
+    b: usize,
+    g: usize,
+    greedy: usize,
+    device: &Device,
+) -> Result<Option<(Tensor, Tensor)>> {
+    if greedy == 0 {
+        return Ok(None);
+    }
+    let is_greedy: Vec<bool> = (0..b).map(|r| r % g >= g - greedy).collect();
+    let keep: Vec<f64> = is_greedy.iter().map(|&y| if y { 0.0 } else { 1.0 }).collect();
+    let fixed: Vec<f64> =
+        is_greedy.iter().map(|&y| if y { (-1.0f64).exp() } else { 0.0 }).collect();
+    Ok(Some((Tensor::from_vec(keep, (b, 1), device)?, Tensor::from_vec(fixed, (b, 1), device)?)))
 }
 
 /// Classifier-free guidance for masked models: `u + g(c − u)` with `g = w + 1`, from
@@ -241,6 +274,10 @@ struct Decoder<'m, M: ?Sized> {
     record_next: bool,
     /// The completion column the last logits start at (non-zero only for a cached pass).
     comp_offset: usize,
+    /// `[B, 1]` f64 `(keep, fixed)` for the uniforms of the Gumbel noise: `u·keep + fixed`,
+    /// with `keep = 0, fixed = e⁻¹` on greedy rows (noise `−log(−log e⁻¹) = 0`, the same
+    /// constant over the vocabulary, so the argmax is the logits'); `None` without greedy rows.
+    greedy_uniforms: Option<(Tensor, Tensor)>,
 }
 
 impl<'m, M: MaskPredictor + ?Sized> Decoder<'m, M> {
@@ -259,6 +296,13 @@ impl<'m, M: MaskPredictor + ?Sized> Decoder<'m, M> {
         }
         if batch.group_size == 0 {
             return Err(input_err("group_size", "0", "at least 1"));
+        }
+        if batch.greedy_per_group > batch.group_size {
+            return Err(input_err(
+                "greedy_per_group",
+                batch.greedy_per_group.to_string(),
+                format!("at most group_size = {}", batch.group_size),
+            ));
         }
         if batch.pad_id as usize >= vocab || batch.pad_id == mask_id {
             return Err(input_err(
@@ -341,6 +385,7 @@ impl<'m, M: MaskPredictor + ?Sized> Decoder<'m, M> {
             block_start: 0,
             record_next: true,
             comp_offset: 0,
+            greedy_uniforms: greedy_uniforms(b, g, batch.greedy_per_group, device)?,
         })
     }
 
@@ -500,7 +545,10 @@ impl<'m, M: MaskPredictor + ?Sized> Decoder<'m, M> {
         let bl = self.cfg.block_length;
         let blk = comp.narrow(1, start - self.comp_offset, bl)?.contiguous()?;
         let noise = if self.cfg.proposal.temperature > 0.0 {
-            let u = self.uniforms("dllm/gumbel", bl * self.vocab, DType::F64)?;
+            let mut u = self.uniforms("dllm/gumbel", bl * self.vocab, DType::F64)?;
+            if let Some((keep, fixed)) = &self.greedy_uniforms {
+                u = u.broadcast_mul(keep)?.broadcast_add(fixed)?;
+            }
             Some(u.reshape((self.b(), bl, self.vocab))?)
         } else {
             None

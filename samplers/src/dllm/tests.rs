@@ -351,8 +351,14 @@ fn property_commit_once_prompt_fixed_evaluations_counted() -> Result<()> {
             [vec![1, 2], vec![3], vec![5, 6, 0]][..1 + pick(13, 3)].to_vec();
         let g = 1 + pick(14, 3);
         let padding = [Padding::Masked, Padding::Visible][pick(15, 2)];
-        let batch =
-            DecodeBatch { prompts: &prompts, group_size: g, pad_id: 0, padding, first_row: 5 };
+        let batch = DecodeBatch {
+            prompts: &prompts,
+            group_size: g,
+            pad_id: 0,
+            padding,
+            first_row: 5,
+            greedy_per_group: 0,
+        };
         let model = Counting::new(Successor);
         let key = RngKey::new(100 + case).step(3);
         let policy =
@@ -453,6 +459,34 @@ fn seeds_change_sampled_rollouts_and_rows_do_not_depend_on_the_batch() -> Result
     let solo = DecodeBatch { first_row: 3, ..DecodeBatch::new(&tail, 3, 0) };
     let s = decode(&Successor, &c, &solo, RngKey::new(1), &dev)?;
     assert_eq!(s.tokens.to_vec2::<u32>()?, rows[3..].to_vec());
+    Ok(())
+}
+
+#[test]
+fn greedy_rows_decode_as_at_temperature_zero_and_the_other_rows_as_without_them() -> Result<()> {
+    let dev = Device::Cpu;
+    let mut c = cfg(8, 8, 8);
+    c.proposal.temperature = 1.0;
+    // Random positions: the greedy rows must also keep their own position noise.
+    c.position = PositionRule::Random;
+    let prompts = vec![vec![1, 2], vec![3, 4]];
+    let plain = DecodeBatch::new(&prompts, 3, 0);
+    let mixed = DecodeBatch { greedy_per_group: 1, ..DecodeBatch::new(&prompts, 3, 0) };
+    let key = RngKey::new(7);
+    let sampled = decode(&Successor, &c, &plain, key, &dev)?.tokens.to_vec2::<u32>()?;
+    let with_greedy = decode(&Successor, &c, &mixed, key, &dev)?.tokens.to_vec2::<u32>()?;
+    let mut zero = c.clone();
+    zero.proposal.temperature = 0.0;
+    let greedy = decode(&Successor, &zero, &plain, key, &dev)?.tokens.to_vec2::<u32>()?;
+    for r in 0..6 {
+        let want = if r % 3 == 2 { &greedy[r] } else { &sampled[r] };
+        assert_eq!(&with_greedy[r], want, "row {r}");
+    }
+    // The greedy rows are not what sampling gave them (else this shows nothing).
+    assert!(sampled[2] != greedy[2] && sampled[5] != greedy[5]);
+    let bad = DecodeBatch { greedy_per_group: 4, ..DecodeBatch::new(&prompts, 3, 0) };
+    let bad = decode(&Successor, &c, &bad, key, &dev);
+    assert!(matches!(bad, Err(DecodeError::Input { name: "greedy_per_group", .. })));
     Ok(())
 }
 
