@@ -96,9 +96,9 @@ pub struct FlowGrpoConfig {
     /// AdamW, schedule, clipping, EMA. Default lr 2e-4 (under GenEval's rule it gained +16.1
     /// held-out points at seed 0 against 1e-4's +12.3, 60 iterations at 1e-4 +15.0, and its
     /// shuffled-reward nulls lost 7–9 points in 3 seeds; BENCHMARKS.md, session 28; 1e-3
-    /// collapsed the v2 base in 20 iterations), Adam eps 1e-6 (near the ~3e-6 per-weight gradient scale, so updates without
-    /// signal stay small: the shuffled-reward null lost 10 points instead of 21), wd 1e-4,
-    /// clip 1.0, EMA 0.9 every step.
+    /// collapsed the v2 base in 20 iterations), Adam eps 1e-6 (near the ~3e-6 per-weight
+    /// gradient scale, so updates without signal stay small: the shuffled-reward null lost 10
+    /// points instead of 21), wd 1e-4, clip 1.0, EMA 0.9 every step.
     pub optim: OptimConfig,
     /// Held-out prompts evaluated at the intermediate evaluations; the first and the last
     /// evaluation always use every held-out prompt. Default 96.

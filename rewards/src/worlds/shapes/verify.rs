@@ -140,10 +140,11 @@ pub fn verify_with(prompt: &Prompt, image: &Image, options: &VerifyOptions) -> V
                 clauses.push(count_verdict(&detections, usize::from(count), object));
             }
             Clause::Relation { subject, relation, reference } => {
-                let a = count_verdict(&detections, 1, subject);
-                let b = count_verdict(&detections, 1, reference);
-                let holds = a.score == 1.0
-                    && b.score == 1.0
+                let subject_verdict = count_verdict(&detections, 1, subject);
+                let reference_verdict = count_verdict(&detections, 1, reference);
+                // Both met: the largest object of each shape exists and carries its colour.
+                let holds = subject_verdict.score == 1.0
+                    && reference_verdict.score == 1.0
                     && match (
                         ranked(&detections, subject.shape).first(),
                         ranked(&detections, reference.shape).first(),
@@ -153,7 +154,7 @@ pub fn verify_with(prompt: &Prompt, image: &Image, options: &VerifyOptions) -> V
                         }
                         _ => false,
                     };
-                clauses.extend([a, b]);
+                clauses.extend([subject_verdict, reference_verdict]);
                 clauses.push(ClauseVerdict {
                     clause: clause.text(),
                     expected: 1,
