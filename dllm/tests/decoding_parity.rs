@@ -1,8 +1,8 @@
 //! Decoding parity with the original Python code on tiny checkpoints: LLaDA's `generate`
 //! (low-confidence, semi-AR blocks, LLaDA's quota and Fast-dLLM's threshold) on `llada-tiny`, and
 //! Dream's `diffusion_generate` (maskgit_plus, topk_margin, entropy with Dream's transfer
-//! schedule) on a sharpened `dream-tiny`, token for token (`fixtures/fast-dllm-decoding`,
-//! NVlabs/Fast-dLLM 24cc59e, greedy).
+//! schedule) and Fast-dLLM's cached block decoding of Dream on a sharpened `dream-tiny`, token
+//! for token (`fixtures/fast-dllm-decoding`, NVlabs/Fast-dLLM 24cc59e, greedy).
 
 mod common;
 
@@ -127,6 +127,82 @@ fn dream_confidence_threshold_is_reproduced_token_for_token() {
     assert_eq!(checked, 6);
 }
 
+/// Fast-dLLM's cached block decoding of Dream (`dream/model/generation_utils_block.py`, prefix
+/// and dual cache): each block's recording pass commits the block's first position, then Dream's
+/// schedule from its second step on, ranked by negative entropy (what that loop computes for
+/// every non-threshold `alg`), or the uncapped threshold rule until the block is full. Outputs
+/// and forward passes, 2 blocks of 8 or 1 of 16, 6 to 16 steps, thresholds 0.3 and 0.9.
+#[test]
+fn dream_cached_block_decoding_is_reproduced_token_for_token() {
+    let dir = common::fixture("fast-dllm-decoding").join("dream-sharp");
+    let model = DiffusionLm::from_dir(dir, &LoadOptions::frozen()).unwrap();
+    let mut checked = 0;
+    for c in cases("dream_cache.json") {
+        // The smallest gap between two confidences the reference ranked (over every step):
+        // under 1e-5 a ranking may flip under float rounding.
+        if c["min_confidence_gap"].as_f64().is_none_or(|g| g < 1e-5) {
+            continue;
+        }
+        let (position, schedule) = match c["threshold"].as_f64() {
+            None => {
+                (PositionRule::Entropy, TransferSchedule::Dream { eps: c["eps"].as_f64().unwrap() })
+            }
+            Some(tau) => (PositionRule::Threshold { tau }, TransferSchedule::Llada),
+        };
+        let cfg = DecodeConfig {
+            gen_length: c["max_new_tokens"].as_u64().unwrap() as usize,
+            block_length: c["block_length"].as_u64().unwrap() as usize,
+            steps: c["steps"].as_u64().unwrap() as usize,
+            position,
+            schedule,
+            kv_cache: if c["dual_cache"].as_bool().unwrap() {
+                KvCacheMode::Dual
+            } else {
+                KvCacheMode::Prefix
+            },
+            ..DecodeConfig::default()
+        };
+        let prompts = vec![ids(&c["prompt"])];
+        let batch = DecodeBatch::new(&prompts, 1, 127);
+        let t = decode(&model, &cfg, &batch, RngKey::new(0), &Device::Cpu).unwrap();
+        assert_eq!(t.tokens.get(0).unwrap().to_vec1::<u32>().unwrap(), ids(&c["output"]), "{c}");
+        assert_eq!(t.evaluations, c["forward_passes"].as_u64().unwrap() as usize, "{c}");
+        checked += 1;
+    }
+    assert_eq!(checked, 34);
+}
+
+/// The cached Dream loop has no capped threshold, no origin rule and nothing to do after its
+/// recording pass at one step per block: each is refused before any forward, naming the field.
+#[test]
+fn dream_cached_decoding_refuses_what_its_reference_loop_does_not_define() {
+    let dir = common::fixture("fast-dllm-decoding").join("dream-sharp");
+    let model = DiffusionLm::from_dir(dir, &LoadOptions::frozen()).unwrap();
+    let prompts = vec![vec![1u32, 2, 3]];
+    let batch = DecodeBatch::new(&prompts, 1, 127);
+    let base = DecodeConfig {
+        gen_length: 8,
+        block_length: 4,
+        steps: 4,
+        kv_cache: KvCacheMode::Prefix,
+        ..DecodeConfig::default()
+    };
+    for (cfg, field) in [
+        (
+            DecodeConfig { position: PositionRule::DreamThreshold { tau: 0.9 }, ..base.clone() },
+            "position",
+        ),
+        (DecodeConfig { position: PositionRule::Origin { eps: 1e-3 }, ..base.clone() }, "position"),
+        (DecodeConfig { steps: 2, ..base.clone() }, "steps"),
+    ] {
+        let err = decode(&model, &cfg, &batch, RngKey::new(0), &Device::Cpu).unwrap_err();
+        assert!(err.to_string().contains(field), "{field}: {err}");
+    }
+    // The same rules without the cache decode.
+    let plain = DecodeConfig { kv_cache: KvCacheMode::None, steps: 2, ..base };
+    decode(&model, &plain, &batch, RngKey::new(0), &Device::Cpu).unwrap();
+}
+
 /// Left-padded prompts of several lengths, padding hidden, under Fast-dLLM's prefix and dual
 /// caches: each row decodes to the tokens its prompt gives alone under the same cache (every
 /// cached forward attends over the whole sequence's keys with the padding masked, as the plain
@@ -219,4 +295,36 @@ fn cached_decoding_of_ragged_prompts_matches_each_prompt_alone() {
     close(&pre, &pre_solo);
     let (dual, dual_solo) = both(4, |start| CacheOp::Dual { start });
     close(&dual, &dual_solo);
+}
+
+/// Dream under both caches, left-padded prompts of two lengths, padding hidden: each row decodes
+/// to what its prompt gives alone (RoPE is relative, so the shift of every position by the
+/// padding leaves the scores unchanged up to rounding).
+#[test]
+fn dream_cached_decoding_of_ragged_prompts_matches_each_prompt_alone() {
+    let dir = common::fixture("fast-dllm-decoding").join("dream-sharp");
+    let model = DiffusionLm::from_dir(dir, &LoadOptions::frozen()).unwrap();
+    let long = ids(&cases("dream_cache.json")[1]["prompt"]);
+    let short = long[long.len() - 3..].to_vec();
+    let prompts = vec![long.clone(), short.clone()];
+    for kv_cache in [KvCacheMode::Prefix, KvCacheMode::Dual] {
+        let cfg = DecodeConfig {
+            gen_length: 16,
+            block_length: 8,
+            steps: 8,
+            position: PositionRule::Entropy,
+            schedule: TransferSchedule::Dream { eps: 1e-3 },
+            kv_cache,
+            ..DecodeConfig::default()
+        };
+        let batch = DecodeBatch::new(&prompts, 1, 127);
+        let t = decode(&model, &cfg, &batch, RngKey::new(0), &Device::Cpu).unwrap();
+        let rows = t.tokens.to_vec2::<u32>().unwrap();
+        assert_eq!(rows[0][long.len()..], drift_output(&model, long.clone(), &cfg)[long.len()..]);
+        assert_eq!(
+            rows[1][long.len()..],
+            drift_output(&model, short.clone(), &cfg)[short.len()..],
+            "{kv_cache:?}: the padded row decodes as its prompt alone"
+        );
+    }
 }

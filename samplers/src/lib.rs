@@ -27,6 +27,14 @@ pub trait MaskPredictor {
     fn supports_kv_cache(&self) -> bool {
         false
     }
+    /// Whether Fast-dLLM's cached block decoding of this model family commits each block's
+    /// first position at the block's recording step, before any confidence rule (Dream's
+    /// `generation_utils_block.py`: `x[:, block_start] = x0[:, block_start]`); the block's
+    /// other steps then follow the schedule from its second step on. Default false (LLaDA's
+    /// `generate_with_prefix_cache` / `generate_with_dual_cache`).
+    fn cache_commits_block_start(&self) -> bool {
+        false
+    }
     /// Logits `[B, T_in, V]` (f32) of the input positions under `op`, reading or writing
     /// `cache` (`dllm::KvCache`); position `i` scores the token at `i`. `attention_mask`, when
     /// given, is the whole sequence's `[B, T]` mask (0 = hidden left padding), the same for

@@ -152,9 +152,9 @@ pub struct DllmGrpoConfig {
     /// the BPE tokens of `dllm-code-v5`), one block, 19 steps (2 tokens per step), temperature 1
     /// with low-confidence remasking, EOS as stop token, Fast-dLLM's prefix cache
     /// (`kv_cache = "prefix"`: the prompt's keys and values recorded once per block, about
-    /// 1.5× faster decoding, an approximation; BENCHMARKS.md, session 24). LLaDA-layout models
-    /// only: with a Dream checkpoint the first decode (the base evaluation, before any
-    /// update) stops the run with an error naming `kv_cache`, unless `kv_cache = "none"`.
+    /// 1.5× faster decoding, an approximation; BENCHMARKS.md, session 24). With a Dream
+    /// checkpoint the cache follows Fast-dLLM's Dream block decoder, which commits each
+    /// block's first position at the block's first step (docs/algorithms.md §5).
     pub decode: DecodeConfig,
     /// Evaluation decoding: greedy, otherwise as `decode` (position rule and `kv_cache`
     /// included), in this many steps. Default 38 (one token per step).

@@ -13,7 +13,7 @@ use drift_core::ops;
 
 use drift_core::nn::Linear;
 
-use drift_samplers::dllm::CacheOp;
+use drift_samplers::dllm::{CacheOp, KvCache};
 
 use super::layers::{block_linear, Rotary};
 use super::lora::LoraConfig;
@@ -230,6 +230,52 @@ impl Attention {
         let mask = mask.map(|m| m.queries(start, t)).transpose()?;
         self.attend(&q, &k, &v, mask.as_ref(), (b, t))
     }
+}
+
+/// The layer loop of a Fast-dLLM cached forward, shared by LLaDA and Dream: `Record` clears
+/// `cache` and stores each layer's keys and values; `Prefix { start }` and `Dual { start }` run
+/// the input's positions against the record. `x` is the embedded input `[B, T_in, hidden]`;
+/// `mask` the whole sequence's `[B, T]` padding mask; `layer_fn(i, x, rope, cache_slot, mask)`
+/// runs layer `i` under `op`. Returns the last layer's output.
+pub(crate) fn cached_layers(
+    x: Tensor,
+    n_layers: usize,
+    rotary: &Rotary,
+    op: CacheOp,
+    cache: &mut KvCache,
+    mask: Option<&Tensor>,
+    mut layer_fn: impl FnMut(
+        usize,
+        &Tensor,
+        &(Tensor, Tensor),
+        &mut Option<(Tensor, Tensor)>,
+        Option<&PaddingMask>,
+    ) -> Result<Tensor>,
+) -> Result<Tensor> {
+    let t = x.dim(1)?;
+    let total = match op {
+        CacheOp::Record => {
+            cache.layers.clear();
+            t
+        }
+        CacheOp::Prefix { start } => start + t,
+        CacheOp::Dual { .. } => cache.len(),
+    };
+    let rope = rotary.tables(total)?;
+    // The embedded input carries the model's dtype.
+    let mask = mask.map(|m| PaddingMask::new(m, x.dtype())).transpose()?;
+    if let Some(m) = mask.as_ref() {
+        m.check_len(total)?;
+    }
+    let mut x = x;
+    for i in 0..n_layers {
+        let mut layer = cache.layers.get(i).cloned();
+        x = layer_fn(i, &x, &rope, &mut layer, mask.as_ref())?;
+        if op == CacheOp::Record {
+            cache.layers.push(layer.expect("a Record forward stores its layer"));
+        }
+    }
+    Ok(x)
 }
 
 /// Repeats each of `n_kv` key/value heads `groups` times along the head axis, so query head

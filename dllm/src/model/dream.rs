@@ -17,9 +17,10 @@ use candle_nn::{Embedding, Module, VarBuilder};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::attention::{Attention, AttentionSpec, PaddingMask};
+use super::attention::{cached_layers, Attention, AttentionSpec, PaddingMask};
 use super::config::{check_heads, unsupported};
 use drift_core::nn::Linear;
+use drift_samplers::dllm::{CacheOp, KvCache};
 
 use super::layers::{linear, RmsNorm, Rotary, SwiGlu, WEIGHT_INIT};
 use super::lora::LoraConfig;
@@ -174,7 +175,25 @@ impl DreamLayer {
     ) -> Result<Tensor> {
         let h = self.input_layernorm.forward(x)?;
         let x = (x + self.self_attn.forward(&h, rope, mask)?)?;
-        Ok((&x + self.mlp.forward(&self.post_attention_layernorm.forward(&x)?)?)?)
+        self.mlp_residual(&x)
+    }
+
+    /// [`DreamLayer::forward`] under a Fast-dLLM cache operation (`Attention::forward_cached`).
+    pub fn forward_cached(
+        &self,
+        x: &Tensor,
+        rope: &(Tensor, Tensor),
+        op: CacheOp,
+        layer: &mut Option<(Tensor, Tensor)>,
+        mask: Option<&PaddingMask>,
+    ) -> Result<Tensor> {
+        let h = self.input_layernorm.forward(x)?;
+        self.mlp_residual(&(x + self.self_attn.forward_cached(&h, rope, op, layer, mask)?)?)
+    }
+
+    /// `x + MLP(post_attention_layernorm x)`, the layer's second half.
+    fn mlp_residual(&self, x: &Tensor) -> Result<Tensor> {
+        Ok((x + self.mlp.forward(&self.post_attention_layernorm.forward(x)?)?)?)
     }
 }
 
@@ -225,7 +244,37 @@ impl DreamModel {
         for layer in &self.layers {
             x = layer.forward(&x, &rope, mask.as_ref())?;
         }
-        let logits = self.lm_head.forward(&self.norm.forward(&x)?)?;
-        Ok(logits.to_dtype(DType::F32)?)
+        self.head(&x)
+    }
+
+    /// `lm_head(norm x)` in f32.
+    fn head(&self, x: &Tensor) -> Result<Tensor> {
+        Ok(self.lm_head.forward(&self.norm.forward(x)?)?.to_dtype(DType::F32)?)
+    }
+
+    /// Raw (unshifted) logits `[B, T_in, vocab_size]` (f32) of `ids: [B, T_in]` under a
+    /// Fast-dLLM cache operation, as Fast-dLLM's Dream computes them with `past_key_values`
+    /// (`dream/model/modeling_dream.py`): `Record` runs the whole sequence and fills `cache`;
+    /// `Prefix { start }` runs positions `start..` against the recorded keys and values before
+    /// them; `Dual { start }` runs positions `start..start + T_in` against the record with those
+    /// positions replaced. Queries and keys take their absolute positions' rotary angles. `mask`
+    /// is the whole sequence's `[B, T]` padding mask, the same for every op of one decode.
+    pub fn forward_cached(
+        &self,
+        ids: &Tensor,
+        op: CacheOp,
+        cache: &mut KvCache,
+        mask: Option<&Tensor>,
+    ) -> Result<Tensor> {
+        let x = cached_layers(
+            self.embed_tokens.forward(ids)?,
+            self.layers.len(),
+            &self.rotary,
+            op,
+            cache,
+            mask,
+            |i, x, rope, layer, mask| self.layers[i].forward_cached(x, rope, op, layer, mask),
+        )?;
+        self.head(&x)
     }
 }

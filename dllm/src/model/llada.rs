@@ -15,7 +15,7 @@ use candle_nn::{Embedding, Module, VarBuilder};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::attention::{Attention, AttentionSpec, PaddingMask};
+use super::attention::{cached_layers, Attention, AttentionSpec, PaddingMask};
 use super::config::{check_heads, unsupported};
 use drift_core::nn::Linear;
 
@@ -332,28 +332,15 @@ impl LladaModel {
         cache: &mut KvCache,
         mask: Option<&Tensor>,
     ) -> Result<Tensor> {
-        let (_, t) = ids.dims2()?;
-        let total = match op {
-            CacheOp::Record => {
-                cache.layers.clear();
-                t
-            }
-            CacheOp::Prefix { start } => start + t,
-            CacheOp::Dual { .. } => cache.len(),
-        };
-        let rope = self.rotary.tables(total)?;
-        let mask = mask.map(|m| PaddingMask::new(m, self.dtype)).transpose()?;
-        if let Some(m) = mask.as_ref() {
-            m.check_len(total)?;
-        }
-        let mut x = self.wte.forward(ids)?;
-        for (i, block) in self.blocks.iter().enumerate() {
-            let mut layer = cache.layers.get(i).cloned();
-            x = block.forward_cached(&x, &rope, op, &mut layer, mask.as_ref())?;
-            if op == CacheOp::Record {
-                cache.layers.push(layer.expect("a Record forward stores its layer"));
-            }
-        }
+        let x = cached_layers(
+            self.wte.forward(ids)?,
+            self.blocks.len(),
+            &self.rotary,
+            op,
+            cache,
+            mask,
+            |i, x, rope, layer, mask| self.blocks[i].forward_cached(x, rope, op, layer, mask),
+        )?;
         self.head(&x)
     }
 

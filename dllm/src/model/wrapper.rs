@@ -353,9 +353,14 @@ impl MaskPredictor for DiffusionLm {
     fn vocab_size(&self) -> usize {
         self.config.logit_width()
     }
-    /// LLaDA has Fast-dLLM's caches; Dream's shifted logits are not wired to them yet.
+    /// Both architectures have Fast-dLLM's prefix and dual caches.
     fn supports_kv_cache(&self) -> bool {
-        matches!(self.net, Network::Llada(_))
+        true
+    }
+    /// Dream: Fast-dLLM's block decoding (`dream/model/generation_utils_block.py`) commits
+    /// each block's first position at the block's recording step.
+    fn cache_commits_block_start(&self) -> bool {
+        matches!(self.net, Network::Dream(_))
     }
     fn cached_logits(
         &self,
@@ -368,9 +373,14 @@ impl MaskPredictor for DiffusionLm {
             Network::Llada(m) => {
                 m.forward_cached(ids, op, cache, attention_mask).map_err(DllmError::into_candle)
             }
-            Network::Dream(_) => Err(candle_core::Error::Msg(
-                "key/value caches are implemented for LLaDA only".into(),
-            )),
+            // Fast-dLLM's Dream shifts the logits of the positions it ran, whatever the op:
+            // `cat(raw[:, :1], raw[:, :-1])`, so a cached pass's first position scores itself
+            // with its own raw logits (its block's first position, committed at the recording
+            // step, so no choice reads it).
+            Network::Dream(m) => m
+                .forward_cached(ids, op, cache, attention_mask)
+                .and_then(|raw| shift_logits(&raw))
+                .map_err(DllmError::into_candle),
         }
     }
 }

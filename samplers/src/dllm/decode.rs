@@ -95,6 +95,23 @@ impl<'a> DecodeBatch<'a> {
     }
 }
 
+/// The decodings Fast-dLLM's cached Dream block loop defines (`generation_utils_block.py`):
+/// after the block start's forced commit, a quota rule over at least one more step per block,
+/// or the uncapped `threshold` rule; no `origin`, no capped `dream_threshold`.
+fn check_block_start_rule(cfg: &DecodeConfig) -> Result<()> {
+    let expected = "with kv_cache on a Dream model (whose cached block decoding commits each \
+                    block's first position at its recording step): a quota position rule with \
+                    at least 2 steps per block, or threshold";
+    match cfg.position {
+        PositionRule::Origin { .. } | PositionRule::DreamThreshold { .. } => {
+            Err(input_err("position", format!("{:?}", cfg.position), expected))
+        }
+        PositionRule::Threshold { .. } => Ok(()),
+        _ if cfg.steps_per_block() < 2 => Err(input_err("steps", cfg.steps.to_string(), expected)),
+        _ => Ok(()),
+    }
+}
+
 /// The `(keep, fixed)` pair of [`Decoder::greedy_uniforms`] for `b` rows in groups of `g`
 /// whose last `greedy` rows propose greedily; `None` when `greedy` is 0.
 fn greedy_uniforms(
@@ -343,7 +360,7 @@ impl<'m, M: MaskPredictor + ?Sized> Decoder<'m, M> {
                 return Err(input_err(
                     "kv_cache",
                     format!("{:?}", cfg.kv_cache),
-                    "a model with key/value caches (LLaDA), or kv_cache = none",
+                    "a model with key/value caches (LLaDA, Dream), or kv_cache = none",
                 ));
             }
             if policy.is_some() {
@@ -352,6 +369,9 @@ impl<'m, M: MaskPredictor + ?Sized> Decoder<'m, M> {
                     format!("{:?}", cfg.kv_cache),
                     "no order policy, or kv_cache = none",
                 ));
+            }
+            if model.cache_commits_block_start() {
+                check_block_start_rule(cfg)?;
             }
         }
         Ok(Self {
@@ -469,6 +489,15 @@ impl<'m, M: MaskPredictor + ?Sized> Decoder<'m, M> {
             let start = block * bl;
             self.block_start = start;
             self.record_next = true;
+            // Fast-dLLM's Dream: the block's recording pass commits its first position.
+            let first =
+                self.cfg.kv_cache != KvCacheMode::None && self.model.cache_commits_block_start();
+            if first {
+                self.block_start_step(start)?;
+                if self.all_frozen {
+                    break 'blocks;
+                }
+            }
             match self.cfg.position {
                 PositionRule::Threshold { tau } => {
                     for _ in 0..bl {
@@ -513,11 +542,14 @@ impl<'m, M: MaskPredictor + ?Sized> Decoder<'m, M> {
                 _ => {
                     // Every quota step commits exactly its count in each active row, so the
                     // positions still masked are known on the host.
-                    let quota = num_transfer_tokens(bl, spb);
-                    let mut masked = bl;
-                    for (s, &fixed) in quota.iter().enumerate() {
+                    // After a committed block start, steps 1.. of the schedule share the
+                    // block's other positions (Fast-dLLM's Dream loop starts at `i = 1`).
+                    let skip = usize::from(first);
+                    let quota = num_transfer_tokens(bl - skip, spb - skip);
+                    let mut masked = bl - skip;
+                    for s in skip..spb {
                         let n = match self.cfg.schedule {
-                            TransferSchedule::Llada => fixed,
+                            TransferSchedule::Llada => quota[s - skip],
                             TransferSchedule::Dream { eps } => {
                                 dream_transfer_count(masked, s, spb, eps)
                             }
@@ -532,6 +564,22 @@ impl<'m, M: MaskPredictor + ?Sized> Decoder<'m, M> {
             }
         }
         self.finish()
+    }
+
+    /// The recording pass of a block under Fast-dLLM's Dream block decoding
+    /// (`generation_utils_block.py`: `x[:, block_start] = x0[:, block_start]`): the proposal's
+    /// token at the block's first position is committed in every active row, before any rule.
+    fn block_start_step(&mut self, start: usize) -> Result<()> {
+        let bl = self.cfg.block_length;
+        let comp = self.completion_logits()?;
+        let eligible = self.open_positions()?.narrow(1, start, bl)?;
+        let (x0, stats) = self.propose_block(&comp, start)?;
+        let first: Vec<u8> = (0..bl).map(|i| u8::from(i == 0)).collect();
+        let first = Tensor::from_vec(first, (1, bl), &self.device)?;
+        let commit = eligible.broadcast_mul(&first)?;
+        self.commit(&commit, &x0, &stats.log_p_x0, start)?;
+        self.sync(Vec::new())?;
+        Ok(())
     }
 
     /// Proposal and statistics over columns `start..start + bl` of the completion. The proposal
