@@ -375,25 +375,35 @@ fn sd3(iters: usize, dev: &Device) -> Result<()> {
     Ok(())
 }
 
-/// Semi-AR decoding of one prompt on a random LLaDA of the `small-50m` size (d 512, 12 layers,
-/// the ASCII vocabulary): prompt 64, gen 128, block 32, 128 steps, greedy low-confidence, with
-/// no cache and with Fast-dLLM's prefix and dual caches (drift's, `DecodeConfig.kv_cache`):
-/// median wall time, forward passes, and the speed-up over no cache. The checkpoint is saved to
+/// Semi-AR decoding of one prompt on a random LLaDA and a random Dream of the `small-50m` size
+/// (d 512, 12 layers, the ASCII vocabulary): prompt 64, gen 128, block 32, 128 steps, greedy
+/// low-confidence, with no cache and with Fast-dLLM's prefix and dual caches (drift's,
+/// `DecodeConfig.kv_cache`; Dream's cached decoding commits each block's first position at its
+/// recording pass, as Fast-dLLM's Dream block decoder does): median wall time, forward passes,
+/// and the speed-up over no cache. The LLaDA checkpoint is saved to
 /// `runs/bench/llada-small-50m` so `benches/peer/decode_cache.py` times Fast-dLLM's own code
 /// on it, line for line.
 fn decode_cache(iters: usize, dev: &Device) -> Result<()> {
     use drift::dllm::model::TinySize;
     use drift::dllm::tokenizer::CharTokenizer;
-    use drift::samplers::dllm::{decode, DecodeBatch, DecodeConfig, KvCacheMode};
     let tok = CharTokenizer::ascii();
-    let cfg = TinySize::Small50M.spec().llada(tok.vocab_spec());
+    let spec = TinySize::Small50M.spec();
     let opts = LoadOptions { device: dev.clone(), ..LoadOptions::frozen() };
-    let model = DiffusionLm::init(cfg, RngKey::new(1), &opts)?;
+    let llada = DiffusionLm::init(spec.llada(tok.vocab_spec()), RngKey::new(1), &opts)?;
     // The same checkpoint for the PyTorch peer (`benches/peer/decode_cache.py`).
     let saved = Path::new("runs/bench/llada-small-50m");
     if !saved.join("model.safetensors").is_file() {
-        model.save_pretrained(saved)?;
+        llada.save_pretrained(saved)?;
     }
+    decode_cache_modes("random llada small-50m", &llada, iters, dev)?;
+    drop(llada);
+    let dream = DiffusionLm::init(spec.dream(tok.vocab_spec()), RngKey::new(1), &opts)?;
+    decode_cache_modes("random dream small-50m", &dream, iters, dev)
+}
+
+/// [`decode_cache`]'s three modes on one model, one JSON line each.
+fn decode_cache_modes(name: &str, model: &DiffusionLm, iters: usize, dev: &Device) -> Result<()> {
+    use drift::samplers::dllm::{decode, DecodeBatch, DecodeConfig, KvCacheMode};
     let prompt: Vec<u32> = (0..64u32).map(|i| 4 + (i * 7) % 90).collect();
     let prompts = vec![prompt];
     let batch = DecodeBatch::new(&prompts, 1, 0);
@@ -407,14 +417,14 @@ fn decode_cache(iters: usize, dev: &Device) -> Result<()> {
             ..DecodeConfig::default()
         };
         // One checked run first: the timed closure's errors would go unseen.
-        let mut evals = decode(&model, &dc, &batch, RngKey::new(0), dev)?.evaluations;
+        let mut evals = decode(model, &dc, &batch, RngKey::new(0), dev)?.evaluations;
         let secs = median_seconds(iters, || -> Result<()> {
-            evals = decode(&model, &dc, &batch, RngKey::new(0), dev)?.evaluations;
+            evals = decode(model, &dc, &batch, RngKey::new(0), dev)?.evaluations;
             Ok(dev.synchronize()?)
         });
         let base = *plain.get_or_insert(secs);
         let line = json!({
-            "case": "decode_cache", "model": "random llada small-50m", "params": model.num_parameters(),
+            "case": "decode_cache", "model": name, "params": model.num_parameters(),
             "kv_cache": format!("{mode:?}").to_lowercase(), "batch": 1, "prompt": 64, "gen": 128,
             "block": 32, "steps": 128, "forward_passes": evals, "seconds": secs,
             "speedup_vs_no_cache": base / secs,
