@@ -23,6 +23,10 @@ def main():
     ap.add_argument("--fast-dllm", required=True, help="a checkout of NVlabs/Fast-dLLM")
     ap.add_argument("--model", default="runs/bench/llada-small-50m")
     ap.add_argument("--iters", type=int, default=1)
+    ap.add_argument("--dtype", choices=["f32", "bf16"], default="f32",
+                    help="the model's dtype: bf16 is Fast-dLLM's own setting "
+                         "(torch_dtype=torch.bfloat16); on CPUs with AMX oneDNN runs its "
+                         "matmuls on the tiles")
     args = ap.parse_args()
 
     import torch
@@ -39,7 +43,7 @@ def main():
     # the model from its config and load the tensors by name (strict: every name must match).
     model = LLaDAModelLM(LLaDAConfig.from_pretrained(args.model), init_params=False)
     model.load_state_dict(load_file(os.path.join(args.model, "model.safetensors")), strict=True)
-    model = model.float().eval()
+    model = (model.bfloat16() if args.dtype == "bf16" else model.float()).eval()
     mask_id = cfg["mask_token_id"]
     # drift's bench prompt: 64 ids, 4 + (7i mod 90).
     prompt = torch.tensor([[4 + (i * 7) % 90 for i in range(64)]])
@@ -52,6 +56,7 @@ def main():
         with torch.no_grad():
             out = fn(model, prompt, **kw)  # warm-up (and torch.compile of the attention)
         nfe = out[1] if isinstance(out, tuple) else 128
+        tokens = (out[0] if isinstance(out, tuple) else out)[0, 64:].tolist()
         times = []
         for _ in range(max(1, args.iters)):
             start = time.perf_counter()
@@ -62,9 +67,10 @@ def main():
         plain = plain or secs
         print(json.dumps({
             "case": "decode_cache", "peer": "Fast-dLLM 24cc59e (torch %s)" % torch.__version__,
-            "params": params, "kv_cache": name, "batch": 1, "prompt": 64, "gen": 128,
+            "params": params, "dtype": args.dtype, "kv_cache": name, "batch": 1, "prompt": 64, "gen": 128,
             "block": 32, "steps": 128, "forward_passes": int(nfe), "seconds": secs,
             "speedup_vs_no_cache": plain / secs, "threads": torch.get_num_threads(),
+            "tokens": tokens,
         }), flush=True)
 
 

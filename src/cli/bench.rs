@@ -49,7 +49,50 @@ fn matmul(dev: &Device) -> Result<()> {
         "{}",
         json!({"case": "matmul", "n": n, "dtype": "f32", "gflops": gflops, "device": device})
     );
+    if dev.is_cpu() && drift::core::nn::amx::available() {
+        matmul_bf16_amx()?;
+    }
     Ok(())
+}
+
+/// `x Wᵀ` through [`drift::core::nn::amx`]'s bf16 tiles at the 1024³ size and at the shapes of
+/// batch-1 dual-cache decoding on the 50 M model (a 32-token block through a 512 → 2048 and a
+/// 2048 → 512 projection), beside candle's f32 product of the same shape.
+fn matmul_bf16_amx() -> Result<()> {
+    use drift::core::nn::amx::PackedBf16;
+    let dev = Device::Cpu;
+    for (m, k, n) in [(1024, 1024, 1024), (32, 512, 2048), (32, 2048, 512), (192, 512, 2048)] {
+        let x = Tensor::randn(0f32, 1.0, (m, k), &dev)?;
+        let w = Tensor::randn(0f32, 1.0, (n, k), &dev)?;
+        let packed = PackedBf16::pack(&w)?;
+        let xs = x.flatten_all()?.to_vec1::<f32>()?;
+        let reps = (2e10 / (2 * m * k * n) as f64).ceil() as usize;
+        let bf16 = median_seconds(5, || -> Result<()> {
+            for _ in 0..reps {
+                std::hint::black_box(packed.matmul(&xs, m)?);
+            }
+            Ok(())
+        }) / reps as f64;
+        let wt = w.t()?;
+        let f32s = median_seconds(5, || -> Result<()> {
+            for _ in 0..reps {
+                std::hint::black_box(x.matmul(&wt)?);
+            }
+            Ok(())
+        }) / reps as f64;
+        let flops = (2 * m * k * n) as f64;
+        outln!(
+            "{}",
+            json!({"case": "matmul", "m": m, "k": k, "n": n, "dtype": "bf16 (AMX)",
+                   "gflops": flops / bf16 / 1e9, "f32_gflops": flops / f32s / 1e9,
+                   "threads": rayon_threads()})
+        );
+    }
+    Ok(())
+}
+
+fn rayon_threads() -> usize {
+    candle_core::utils::get_num_threads()
 }
 
 /// The keyed noise of one Flow-GRPO rollout step: 64 rows (8 prompts × 8 images) × 3 072
@@ -401,36 +444,56 @@ fn decode_cache(iters: usize, dev: &Device) -> Result<()> {
     decode_cache_modes("random dream small-50m", &dream, iters, dev)
 }
 
-/// [`decode_cache`]'s three modes on one model, one JSON line each.
+/// [`decode_cache`]'s three modes on one model, one JSON line each; where the CPU has AMX,
+/// the same three again with the linear layers in bf16 ([`DiffusionLm::with_bf16_matmuls`]),
+/// each line saying how many generated tokens equal the f32 decode's.
 fn decode_cache_modes(name: &str, model: &DiffusionLm, iters: usize, dev: &Device) -> Result<()> {
     use drift::samplers::dllm::{decode, DecodeBatch, DecodeConfig, KvCacheMode};
     let prompt: Vec<u32> = (0..64u32).map(|i| 4 + (i * 7) % 90).collect();
     let prompts = vec![prompt];
     let batch = DecodeBatch::new(&prompts, 1, 0);
+    let bf16 = if dev.is_cpu() && drift::core::nn::amx::available() {
+        Some(model.with_bf16_matmuls()?)
+    } else {
+        None
+    };
     let mut plain = None;
-    for mode in [KvCacheMode::None, KvCacheMode::Prefix, KvCacheMode::Dual] {
-        let dc = DecodeConfig {
-            gen_length: 128,
-            block_length: 32,
-            steps: 128,
-            kv_cache: mode,
-            ..DecodeConfig::default()
-        };
-        // One checked run first: the timed closure's errors would go unseen.
-        let mut evals = decode(model, &dc, &batch, RngKey::new(0), dev)?.evaluations;
-        let secs = median_seconds(iters, || -> Result<()> {
-            evals = decode(model, &dc, &batch, RngKey::new(0), dev)?.evaluations;
-            Ok(dev.synchronize()?)
-        });
-        let base = *plain.get_or_insert(secs);
-        let line = json!({
-            "case": "decode_cache", "model": name, "params": model.num_parameters(),
-            "kv_cache": format!("{mode:?}").to_lowercase(), "batch": 1, "prompt": 64, "gen": 128,
-            "block": 32, "steps": 128, "forward_passes": evals, "seconds": secs,
-            "speedup_vs_no_cache": base / secs,
-            "threads": candle_core::utils::get_num_threads(),
-        });
-        outln!("{line}");
+    let mut f32_tokens = Vec::new();
+    for (matmul, m) in std::iter::once(("f32", model)).chain(bf16.as_ref().map(|m| ("bf16", m))) {
+        for (i, mode) in
+            [KvCacheMode::None, KvCacheMode::Prefix, KvCacheMode::Dual].into_iter().enumerate()
+        {
+            let dc = DecodeConfig {
+                gen_length: 128,
+                block_length: 32,
+                steps: 128,
+                kv_cache: mode,
+                ..DecodeConfig::default()
+            };
+            // One checked run first: the timed closure's errors would go unseen.
+            let first = decode(m, &dc, &batch, RngKey::new(0), dev)?;
+            let tokens = first.tokens.flatten_all()?.to_vec1::<u32>()?;
+            let mut evals = first.evaluations;
+            let secs = median_seconds(iters, || -> Result<()> {
+                evals = decode(m, &dc, &batch, RngKey::new(0), dev)?.evaluations;
+                Ok(dev.synchronize()?)
+            });
+            let base = *plain.get_or_insert(secs);
+            let mut line = json!({
+                "case": "decode_cache", "model": name, "params": model.num_parameters(),
+                "matmul": matmul, "kv_cache": format!("{mode:?}").to_lowercase(), "batch": 1,
+                "prompt": 64, "gen": 128, "block": 32, "steps": 128, "forward_passes": evals,
+                "seconds": secs, "speedup_vs_no_cache_f32": base / secs,
+                "threads": candle_core::utils::get_num_threads(), "tokens": &tokens[64..],
+            });
+            if matmul == "f32" {
+                f32_tokens.push(tokens);
+            } else if let Some(f) = f32_tokens.get(i) {
+                let same = tokens[64..].iter().zip(&f[64..]).filter(|(a, b)| a == b);
+                line["tokens_equal_to_f32"] = json!(same.count());
+            }
+            outln!("{line}");
+        }
     }
     Ok(())
 }

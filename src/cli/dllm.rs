@@ -309,6 +309,18 @@ pub struct EvalOptions {
     /// A trained order policy folder (`drift train sas`) choosing the positions, greedily, in
     /// place of low-confidence remasking, for the greedy pass@1 and the pass@k samples.
     pub order_policy: Option<PathBuf>,
+    /// Run the linear layers in bf16 on AMX tiles (`--matmul bf16`,
+    /// [`DiffusionLm::with_bf16_matmuls`]).
+    pub bf16_matmuls: bool,
+}
+
+/// `model` with its linear layers in bf16 on AMX tiles when `bf16` (`--matmul bf16`), else
+/// unchanged; the error names the flag where the CPU cannot.
+pub fn with_matmul(model: DiffusionLm, bf16: bool) -> Result<DiffusionLm> {
+    if !bf16 {
+        return Ok(model);
+    }
+    model.with_bf16_matmuls().map_err(|e| anyhow::anyhow!("--matmul bf16: {e}"))
 }
 
 /// How `drift eval dllm` measures pass@k: `samples` decodes per item at `temperature`, the
@@ -458,7 +470,7 @@ pub fn eval(model_dir: &Path, opts: &EvalOptions, out: Option<&Path>, dev: &Devi
         .map(|d| super::sample::load_order_policy(d, dev))
         .transpose()?;
     let load = LoadOptions { device: dev.clone(), ..LoadOptions::frozen() };
-    let model = DiffusionLm::from_dir(model_dir, &load)?;
+    let model = with_matmul(DiffusionLm::from_dir(model_dir, &load)?, opts.bf16_matmuls)?;
     let t0 = std::time::Instant::now();
     let (task, items, cfg) = eval_setup(&model, opts)?;
     let greedy = policy.as_ref().map(SasOrderPolicy::greedy);

@@ -75,6 +75,8 @@ pub struct DllmSampling {
     pub order_policy: Option<std::path::PathBuf>,
     /// Sample the policy's choices (keyed by `seed`) instead of taking its top scores.
     pub sample_order: bool,
+    /// Run the linear layers in bf16 on AMX tiles (`--matmul bf16`).
+    pub bf16_matmuls: bool,
 }
 
 /// Decodes `n` completions of each prompt (drift's corpus format `BOS prompt\n`) and prints
@@ -90,7 +92,7 @@ pub fn dllm(model_dir: &Path, prompts: &[String], s: &DllmSampling, dev: &Device
         ));
     }
     let load = LoadOptions { device: dev.clone(), ..LoadOptions::frozen() };
-    let model = DiffusionLm::from_dir(model_dir, &load)?;
+    let model = super::dllm::with_matmul(DiffusionLm::from_dir(model_dir, &load)?, s.bf16_matmuls)?;
     let Some(tok) = model.tokenizer().cloned() else {
         anyhow::bail!("{}: no tokenizer to encode the prompt", model_dir.display());
     };

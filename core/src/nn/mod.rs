@@ -7,11 +7,14 @@
 //! `[B·T, in] × [in, out]` GEMM; on a 2-D input the two compute the same operations. A layer
 //! may carry a [`LoraAdapter`] ([`lora`]), which adds its low-rank update to the output.
 
+pub mod amx;
 pub mod lora;
 
 pub use lora::LoraAdapter;
 
-use candle_core::{Module, Tensor};
+use std::sync::Arc;
+
+use candle_core::{DType, Module, Tensor};
 use candle_nn::{Init, VarBuilder};
 
 use crate::error::Result;
@@ -30,13 +33,38 @@ pub struct Linear {
     weight: Tensor,
     bias: Option<Tensor>,
     adapter: Option<LoraAdapter>,
+    packed: Option<Arc<amx::PackedBf16>>,
 }
 
 impl Linear {
     /// The layer with weight `[out, in]` and an optional bias `[out]`.
     #[must_use]
     pub fn new(weight: Tensor, bias: Option<Tensor>) -> Self {
-        Self { weight, bias, adapter: None }
+        Self { weight, bias, adapter: None, packed: None }
+    }
+
+    /// The same layer computing `x Wᵀ` in bf16 on AMX tiles ([`amx`]: both factors rounded to
+    /// bf16, products summed in f32) from a packed copy of `W` made now: for frozen inference
+    /// models on the CPU (decoding, evaluation). The packed copy does not follow later updates
+    /// of `W`, and the layer refuses an input that records a gradient. Errors when
+    /// [`amx::available`] is false or `W` is not on the CPU.
+    pub fn with_bf16_matmul(&self) -> Result<Self> {
+        if !self.weight.device().is_cpu() || !amx::available() {
+            return Err(crate::CoreError::Config {
+                field: "matmul",
+                value: "\"bf16\"".into(),
+                expected: "an x86-64 CPU with AMX-BF16 under Linux (Intel Xeon 4th generation \
+                           or later) and the model on the CPU; use \"f32\" elsewhere",
+            });
+        }
+        let packed = Arc::new(amx::PackedBf16::pack(&self.weight)?);
+        Ok(Self { packed: Some(packed), ..self.clone() })
+    }
+
+    /// Whether `x Wᵀ` runs in bf16 on AMX tiles ([`with_bf16_matmul`](Self::with_bf16_matmul)).
+    #[must_use]
+    pub fn is_bf16(&self) -> bool {
+        self.packed.is_some()
     }
 
     /// The same layer with a LoRA adapter (replacing any it had).
@@ -113,7 +141,18 @@ impl Module for Linear {
         } else {
             x.clone()
         };
-        let mut y = if x2.device().is_cpu() && few_rows(x2.dim(0)?, x2.dim(1)?) {
+        let mut y = if let Some(packed) = &self.packed {
+            if x2.track_op() {
+                candle_core::bail!(
+                    "a bf16 (AMX) linear layer is a frozen inference copy; it cannot record \
+                     gradients (train with matmul = \"f32\")"
+                )
+            }
+            x2.to_dtype(DType::F32)?
+                .contiguous()?
+                .apply_op1_no_bwd(&amx::AmxLinear(packed.clone()))?
+                .to_dtype(self.weight.dtype())?
+        } else if x2.device().is_cpu() && few_rows(x2.dim(0)?, x2.dim(1)?) {
             // `(W xᵀ)ᵀ`: the same dot products, summed in the same order (bit-equal, tested), with
             // the long side on the GEMM's row axis, which its microkernel tiles by 24 (AVX2) or
             // 64 (AVX-512) rows.
@@ -180,6 +219,38 @@ mod tests {
             assert_eq!(diff.to_scalar::<f32>()?, 0.0, "rows {rows}");
         }
         assert!(few_rows(32, 1024) && !few_rows(32, 128) && !few_rows(200, 1024));
+        Ok(())
+    }
+
+    #[test]
+    fn a_bf16_layer_computes_the_rounded_product_and_refuses_gradients() -> Result<()> {
+        let dev = Device::Cpu;
+        let w = Tensor::randn(0f32, 1.0, (96, 200), &dev)?;
+        let b = Tensor::randn(0f32, 1.0, 96, &dev)?;
+        let layer = Linear::new(w.clone(), Some(b.clone()));
+        if !amx::available() {
+            assert!(layer.with_bf16_matmul().is_err(), "no AMX here: the layer must say so");
+            return Ok(());
+        }
+        let fast = layer.with_bf16_matmul()?;
+        assert!(fast.is_bf16() && !layer.is_bf16());
+        let x = Tensor::randn(0f32, 1.0, (2, 40, 200), &dev)?;
+        let y = fast.forward(&x)?;
+        assert_eq!(y.dims(), &[2, 40, 96]);
+        // The same product from the rounded factors in f32 on candle's GEMM, plus the bias.
+        let round =
+            |t: &Tensor| -> Result<Tensor> { Ok(t.to_dtype(DType::BF16)?.to_dtype(DType::F32)?) };
+        let want = round(&x.reshape((80, 200))?)?
+            .matmul(&round(&w)?.t()?)?
+            .broadcast_add(&b)?
+            .reshape((2, 40, 96))?;
+        let diff = (&y - &want)?.abs()?.max_all()?.to_scalar::<f32>()?;
+        assert!(diff < 1e-3, "bf16 layer off the rounded product by {diff}");
+        // And it is not the f32 product (the rounding is real).
+        let exact = layer.forward(&x)?;
+        assert!((&y - &exact)?.abs()?.max_all()?.to_scalar::<f32>()? > 1e-3);
+        let var = candle_core::Var::from_tensor(&x)?;
+        assert!(fast.forward(var.as_tensor()).is_err(), "a tracked input must be refused");
         Ok(())
     }
 

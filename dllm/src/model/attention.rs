@@ -101,6 +101,9 @@ pub struct Attention {
     v: Linear,
     o: Linear,
     spec: AttentionSpec,
+    /// `[q; k; v]` as one bf16 layer ([`Attention::use_bf16_matmuls`]): one product per
+    /// forward instead of three.
+    qkv: Option<Linear>,
 }
 
 impl Attention {
@@ -121,7 +124,42 @@ impl Attention {
             v: block_linear(h, kv, spec.qkv_bias, v, lora)?,
             o: block_linear(h, h, spec.out_bias, o, lora)?,
             spec,
+            qkv: None,
         })
+    }
+
+    /// Runs the projections in bf16 on AMX tiles ([`Linear::with_bf16_matmul`]), `q`, `k` and
+    /// `v` stacked into one layer `[W_q; W_k; W_v]` (biases likewise): the same three maps,
+    /// one product. For frozen models without adapters.
+    pub(crate) fn use_bf16_matmuls(&mut self) -> Result<()> {
+        let (q, k, v) = (&self.q, &self.k, &self.v);
+        let weight = Tensor::cat(&[q.weight(), k.weight(), v.weight()], 0)?;
+        let bias = match (q.bias(), k.bias(), v.bias()) {
+            (Some(a), Some(b), Some(c)) => Some(Tensor::cat(&[a, b, c], 0)?),
+            _ => None,
+        };
+        self.qkv = Some(Linear::new(weight, bias).with_bf16_matmul()?);
+        self.o = self.o.with_bf16_matmul()?;
+        Ok(())
+    }
+
+    /// `(q, k, v)` of `x: [B, T, hidden]` as `[B, heads, T, head_dim]`, before rotation.
+    fn project(&self, x: &Tensor) -> Result<(Tensor, Tensor, Tensor)> {
+        let s = self.spec;
+        let Some(qkv) = &self.qkv else {
+            return Ok((
+                self.heads(&self.q.forward(x)?, s.n_heads)?,
+                self.heads(&self.k.forward(x)?, s.n_kv_heads)?,
+                self.heads(&self.v.forward(x)?, s.n_kv_heads)?,
+            ));
+        };
+        let y = qkv.forward(x)?;
+        let kv = s.n_kv_heads * s.head_dim();
+        Ok((
+            self.heads(&y.narrow(2, 0, s.hidden)?.contiguous()?, s.n_heads)?,
+            self.heads(&y.narrow(2, s.hidden, kv)?.contiguous()?, s.n_kv_heads)?,
+            self.heads(&y.narrow(2, s.hidden + kv, kv)?.contiguous()?, s.n_kv_heads)?,
+        ))
     }
 
     fn heads(&self, x: &Tensor, n: usize) -> Result<Tensor> {
@@ -138,10 +176,9 @@ impl Attention {
         mask: Option<&PaddingMask>,
     ) -> Result<Tensor> {
         let (b, t, _) = x.dims3()?;
-        let s = self.spec;
-        let q = Rotary::apply(&self.heads(&self.q.forward(x)?, s.n_heads)?, &rope.0, &rope.1)?;
-        let k = Rotary::apply(&self.heads(&self.k.forward(x)?, s.n_kv_heads)?, &rope.0, &rope.1)?;
-        let v = self.heads(&self.v.forward(x)?, s.n_kv_heads)?;
+        let (q, k, v) = self.project(x)?;
+        let q = Rotary::apply(&q, &rope.0, &rope.1)?;
+        let k = Rotary::apply(&k, &rope.0, &rope.1)?;
         self.attend(&q, &k, &v, mask, (b, t))
     }
 
@@ -159,7 +196,7 @@ impl Attention {
         let groups = s.n_heads / s.n_kv_heads;
         let (k, v) = (repeat_kv(k, groups)?, repeat_kv(v, groups)?);
         let scale = 1.0 / (s.head_dim() as f64).sqrt();
-        let scores = (q.contiguous()?.matmul(&k.t()?.contiguous()?)? * scale)?;
+        let scores = (q.contiguous()?.matmul(&k.t()?)? * scale)?;
         let mut scores = scores.to_dtype(DType::F32)?;
         if let Some(m) = mask {
             scores = scores.broadcast_add(&m.key_bias)?;
@@ -191,15 +228,13 @@ impl Attention {
         mask: Option<&PaddingMask>,
     ) -> Result<Tensor> {
         let (b, t, _) = x.dims3()?;
-        let s = self.spec;
         let start = match op {
             CacheOp::Record => 0,
             CacheOp::Prefix { start } | CacheOp::Dual { start } => start,
         };
         let (cos, sin) = (rope.0.narrow(0, start, t)?, rope.1.narrow(0, start, t)?);
-        let q = Rotary::apply(&self.heads(&self.q.forward(x)?, s.n_heads)?, &cos, &sin)?;
-        let k = Rotary::apply(&self.heads(&self.k.forward(x)?, s.n_kv_heads)?, &cos, &sin)?;
-        let v = self.heads(&self.v.forward(x)?, s.n_kv_heads)?;
+        let (q, k, v) = self.project(x)?;
+        let (q, k) = (Rotary::apply(&q, &cos, &sin)?, Rotary::apply(&k, &cos, &sin)?);
         let missing = || DllmError::Input {
             name: "cache",
             got: "no recorded keys and values".into(),

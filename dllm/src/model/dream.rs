@@ -209,6 +209,17 @@ pub struct DreamModel {
 }
 
 impl DreamModel {
+    /// Runs every linear layer in bf16 on AMX tiles (the attention's `q`, `k`, `v` and the
+    /// MLP's gate and up stacked, [`Attention::use_bf16_matmuls`]), for a frozen copy.
+    pub(crate) fn use_bf16_matmuls(&mut self) -> Result<()> {
+        for l in &mut self.layers {
+            l.self_attn.use_bf16_matmuls()?;
+            l.mlp.use_bf16_matmuls()?;
+        }
+        self.lm_head = self.lm_head.with_bf16_matmul()?;
+        Ok(())
+    }
+
     /// Loads the model from `vb` at the checkpoint root, with LoRA adapters on the layer
     /// projections `lora` targets (never on the head).
     pub fn new(cfg: &DreamConfig, vb: &VarBuilder, lora: Option<&LoraConfig>) -> Result<Self> {

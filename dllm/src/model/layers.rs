@@ -62,6 +62,8 @@ pub struct SwiGlu {
     gate: Linear,
     up: Linear,
     down: Linear,
+    /// `[gate; up]` as one bf16 layer ([`SwiGlu::use_bf16_matmuls`]).
+    gate_up: Option<Linear>,
 }
 
 impl SwiGlu {
@@ -80,12 +82,34 @@ impl SwiGlu {
             gate: block_linear(d_model, hidden, bias, gate, lora)?,
             up: block_linear(d_model, hidden, bias, up, lora)?,
             down: block_linear(hidden, d_model, bias, down, lora)?,
+            gate_up: None,
         })
+    }
+
+    /// Runs the projections in bf16 on AMX tiles ([`Linear::with_bf16_matmul`]), `gate` and
+    /// `up` stacked into one layer `[W_gate; W_up]` (biases likewise): the same two maps, one
+    /// product. For frozen models without adapters.
+    pub(crate) fn use_bf16_matmuls(&mut self) -> Result<()> {
+        let weight = Tensor::cat(&[self.gate.weight(), self.up.weight()], 0)?;
+        let bias = match (self.gate.bias(), self.up.bias()) {
+            (Some(a), Some(b)) => Some(Tensor::cat(&[a, b], 0)?),
+            _ => None,
+        };
+        self.gate_up = Some(Linear::new(weight, bias).with_bf16_matmul()?);
+        self.down = self.down.with_bf16_matmul()?;
+        Ok(())
     }
 
     /// Applies the MLP to `x: [B, T, d_model]`.
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        let hidden = ops::swiglu(&self.gate.forward(x)?, &self.up.forward(x)?)?;
+        let hidden = match &self.gate_up {
+            Some(gate_up) => {
+                let y = gate_up.forward(x)?;
+                let h = y.dim(2)? / 2;
+                ops::swiglu(&y.narrow(2, 0, h)?, &y.narrow(2, h, h)?)?
+            }
+            None => ops::swiglu(&self.gate.forward(x)?, &self.up.forward(x)?)?,
+        };
         Ok(self.down.forward(&hidden)?)
     }
 }

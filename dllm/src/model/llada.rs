@@ -295,6 +295,17 @@ pub struct LladaModel {
 }
 
 impl LladaModel {
+    /// Runs every linear layer in bf16 on AMX tiles (the attention's `q`, `k`, `v` and the
+    /// MLP's gate and up stacked, [`Attention::use_bf16_matmuls`]), for a frozen copy.
+    pub(crate) fn use_bf16_matmuls(&mut self) -> Result<()> {
+        for b in &mut self.blocks {
+            b.attn.use_bf16_matmuls()?;
+            b.mlp.use_bf16_matmuls()?;
+        }
+        self.lm_head = self.lm_head.with_bf16_matmul()?;
+        Ok(())
+    }
+
     /// Loads the model from `vb` at the checkpoint root (the names start with `model.`), with
     /// LoRA adapters on the block projections `lora` targets (never on the head).
     pub fn new(cfg: &LladaConfig, vb: &VarBuilder, lora: Option<&LoraConfig>) -> Result<Self> {

@@ -104,6 +104,7 @@ pub struct DiffusionLm {
     lora: Option<LoraConfig>,
     dtype: DType,
     device: Device,
+    bf16_matmuls: bool,
 }
 
 impl DiffusionLm {
@@ -138,6 +139,7 @@ impl DiffusionLm {
             lora: opts.lora.clone(),
             dtype: opts.dtype,
             device: opts.device.clone(),
+            bf16_matmuls: false,
         })
     }
 
@@ -170,6 +172,27 @@ impl DiffusionLm {
         let mut merged = Self::build(self.config.clone(), Source::Tensors(map), &opts)?;
         merged.tokenizer = self.tokenizer.clone();
         Ok(merged)
+    }
+
+    /// A frozen copy whose linear layers compute `x Wᵀ` in bf16 on AMX tiles
+    /// ([`drift_core::nn::amx`]: both factors rounded to bf16, products summed in f32; the
+    /// precision of PyTorch's and Fast-dLLM's `bfloat16` inference), every other op in the
+    /// model's own dtype: for decoding and evaluation on a CPU that has AMX. LoRA adapters are
+    /// folded in first. The copy does not follow later updates of this model's weights and
+    /// cannot be trained. Errors name the missing CPU feature.
+    pub fn with_bf16_matmuls(&self) -> Result<Self> {
+        let mut fast = self.merged()?;
+        match &mut fast.net {
+            Network::Llada(m) => m.use_bf16_matmuls()?,
+            Network::Dream(m) => m.use_bf16_matmuls()?,
+        }
+        fast.bf16_matmuls = true;
+        Ok(fast)
+    }
+
+    /// Whether the linear layers run in bf16 on AMX tiles ([`with_bf16_matmuls`](Self::with_bf16_matmuls)).
+    pub fn bf16_matmuls(&self) -> bool {
+        self.bf16_matmuls
     }
 
     /// The LoRA configuration of the adapters, if the model has any.
