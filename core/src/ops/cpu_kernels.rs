@@ -265,22 +265,25 @@ impl CustomOp2 for NormalizeBackward {
 /// `softmax` over the last dimension, `e^{x − max} / Σ e^{x − max}`.
 pub(super) struct Softmax;
 
+/// `o = softmax(x)` of one row: `exp(x − max)`, then times `1 / Σ`.
+pub(super) fn softmax_row(x: &[f32], o: &mut [f32]) {
+    let max = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let mut sum = 0f32;
+    for (o, &x) in o.iter_mut().zip(x) {
+        *o = (x - max).exp();
+        sum += *o;
+    }
+    let inv = 1.0 / sum;
+    o.iter_mut().for_each(|o| *o *= inv);
+}
+
 impl CustomOp1 for Softmax {
     fn name(&self) -> &'static str {
         "drift-softmax"
     }
 
     fn cpu_fwd(&self, s: &CpuStorage, l: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
-        unary_rows(self.name(), (s, l), last_dim(l), |x, o| {
-            let max = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-            let mut sum = 0f32;
-            for (o, &x) in o.iter_mut().zip(x) {
-                *o = (x - max).exp();
-                sum += *o;
-            }
-            let inv = 1.0 / sum;
-            o.iter_mut().for_each(|o| *o *= inv);
-        })
+        unary_rows(self.name(), (s, l), last_dim(l), softmax_row)
     }
 
     fn bwd(

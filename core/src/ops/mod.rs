@@ -12,7 +12,10 @@
 //! pass; the same kernel serves the rollout and the training forward, so the old policy and the
 //! policy being trained evaluate one function.
 
+mod attention;
 mod cpu_kernels;
+
+pub use attention::{attention, fused_attention_applies};
 
 use candle_core::{DType, Tensor, D};
 

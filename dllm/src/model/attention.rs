@@ -196,6 +196,18 @@ impl Attention {
         let groups = s.n_heads / s.n_kv_heads;
         let (k, v) = (repeat_kv(k, groups)?, repeat_kv(v, groups)?);
         let scale = 1.0 / (s.head_dim() as f64).sqrt();
+        if ops::fused_attention_applies(&[q, &k, &v]) {
+            // The same operations as below, one head per thread (bit-equal, tested in core).
+            let out = ops::attention(
+                q,
+                &k,
+                &v,
+                scale,
+                mask.map(|m| &m.key_bias),
+                mask.map(|m| &m.query_keep),
+            )?;
+            return Ok(self.o.forward(&out)?);
+        }
         let scores = (q.contiguous()?.matmul(&k.t()?)? * scale)?;
         let mut scores = scores.to_dtype(DType::F32)?;
         if let Some(m) = mask {
