@@ -152,6 +152,29 @@ fn sample_and_plot_run_on_the_shipped_models() {
 }
 
 #[test]
+fn sample_dllm_in_bf16_decodes_where_the_cpu_has_amx_and_is_refused_by_flag_elsewhere() {
+    let dllm = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/checkpoints/dllm-code-v5");
+    let args = ["sample", "dllm", "--model", dllm, "--prompt", "sum of xs", "--steps", "8"];
+    let bf16 = [&args[..], &["--gen-length", "8", "--matmul", "bf16"]].concat();
+    let (code, text) = drift(&bf16);
+    if drift_core::nn::amx::available() {
+        assert_eq!(code, 0, "{text}");
+        assert!(text.contains("\"evaluations\":8"), "{text}");
+    }
+    // Without AMX (here forced off) the flag is refused by name, before any decoding.
+    let out = Command::new(env!("CARGO_BIN_EXE_drift"))
+        .args(&bf16)
+        .env("DRIFT_NO_AMX", "1")
+        .output()
+        .expect("the binary runs");
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{text}");
+    assert!(text.contains("--matmul bf16") && text.contains("AMX"), "{text}");
+    let (code, text) = drift(&[&args[..], &["--matmul", "fp8"]].concat());
+    assert_eq!(code, 2, "{text}");
+}
+
+#[test]
 fn prompts_flow_writes_the_worlds_split_as_a_file_the_trainer_reads() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("shapes.jsonl");

@@ -320,7 +320,7 @@ pub fn with_matmul(model: DiffusionLm, bf16: bool) -> Result<DiffusionLm> {
     if !bf16 {
         return Ok(model);
     }
-    model.with_bf16_matmuls().map_err(|e| anyhow::anyhow!("--matmul bf16: {e}"))
+    model.with_bf16_matmuls().map_err(|e| super::usage(format!("--matmul bf16: {e}")))
 }
 
 /// How `drift eval dllm` measures pass@k: `samples` decodes per item at `temperature`, the
