@@ -41,6 +41,7 @@ pub mod metrics;
 pub mod nn;
 pub mod ops;
 pub mod rng;
+mod sync_ptr;
 pub mod train;
 
 pub use error::{CoreError, Result};

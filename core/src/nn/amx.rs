@@ -28,6 +28,7 @@ use candle_core::{CpuStorage, CustomOp1, DType, Layout, Shape, Tensor};
 use rayon::prelude::*;
 
 use crate::error::{CoreError, Result};
+use crate::sync_ptr::SyncPtr;
 
 /// Rows of an `x` tile and of an accumulator tile.
 const TILE_M: usize = 16;
@@ -262,18 +263,6 @@ fn round_rows(x: &[f32], m: usize, k: usize, m_pad: usize, k_pad: usize) -> Vec<
     }
     a
 }
-
-/// A raw pointer the rayon closure may carry: each part writes disjoint columns.
-#[derive(Clone, Copy)]
-struct SyncPtr<T>(*mut T);
-impl<T> SyncPtr<T> {
-    /// The pointer (a method, so closures capture the whole `Sync` wrapper).
-    fn get(self) -> *mut T {
-        self.0
-    }
-}
-unsafe impl<T> Send for SyncPtr<T> {}
-unsafe impl<T> Sync for SyncPtr<T> {}
 
 /// The AMX instructions, one `asm!` each (stable Rust assembles them without target features).
 #[cfg(target_arch = "x86_64")]

@@ -18,6 +18,7 @@ use rayon::prelude::*;
 
 use super::cpu_kernels::softmax_row;
 use crate::error::{CoreError, Result};
+use crate::sync_ptr::SyncPtr;
 
 /// Whether [`attention`] applies: f32 tensors on the CPU, none recording a gradient, and
 /// `DRIFT_NO_KERNELS` unset.
@@ -163,18 +164,6 @@ unsafe fn product(
         Parallelism::None,
     );
 }
-
-/// A raw pointer the rayon closure may carry: each head writes its own columns.
-#[derive(Clone, Copy)]
-struct SyncPtr(*mut f32);
-impl SyncPtr {
-    /// The pointer (a method, so closures capture the whole `Sync` wrapper).
-    fn get(self) -> *mut f32 {
-        self.0
-    }
-}
-unsafe impl Send for SyncPtr {}
-unsafe impl Sync for SyncPtr {}
 
 #[cfg(test)]
 mod tests {
