@@ -85,14 +85,10 @@ fn matmul_bf16_amx() -> Result<()> {
             "{}",
             json!({"case": "matmul", "m": m, "k": k, "n": n, "dtype": "bf16 (AMX)",
                    "gflops": flops / bf16 / 1e9, "f32_gflops": flops / f32s / 1e9,
-                   "threads": rayon_threads()})
+                   "threads": candle_core::utils::get_num_threads()})
         );
     }
     Ok(())
-}
-
-fn rayon_threads() -> usize {
-    candle_core::utils::get_num_threads()
 }
 
 /// The keyed noise of one Flow-GRPO rollout step: 64 rows (8 prompts × 8 images) × 3 072

@@ -72,8 +72,10 @@ pub fn attention(
         }
     }
     let (q, k, v) = (q.contiguous()?, k.contiguous()?, v.contiguous()?);
-    let bias = key_bias.map(|t| t.to_dtype(DType::F32)?.contiguous()).transpose()?;
-    let keep = query_keep.map(|t| t.to_dtype(DType::F32)?.contiguous()).transpose()?;
+    // The mask's two small vectors (`B·Tk` and `B·Tq` values) as host rows.
+    let host = |t: &Tensor| t.to_dtype(DType::F32)?.flatten_all()?.to_vec1::<f32>();
+    let bias = key_bias.map(host).transpose()?;
+    let keep = query_keep.map(host).transpose()?;
     let hd = h * d;
     let mut out = vec![0f32; b * tq * hd];
     let out_ptr = SyncPtr(out.as_mut_ptr());
@@ -82,8 +84,6 @@ pub fn attention(
     let (kg, kl) = k.storage_and_layout();
     let (vg, vl) = v.storage_and_layout();
     let (qv, kv, vv) = (values(&qg, ql)?, values(&kg, kl)?, values(&vg, vl)?);
-    let bias = bias.map(|t| t.flatten_all()?.to_vec1::<f32>()).transpose()?;
-    let keep = keep.map(|t| t.flatten_all()?.to_vec1::<f32>()).transpose()?;
     (0..b * h).into_par_iter().for_each(|bh| {
         let (bi, hi) = (bh / h, bh % h);
         let qs = &qv[bh * tq * d..(bh + 1) * tq * d];

@@ -10,7 +10,8 @@
 //! On the CPU in f32, [`gelu`], [`normalize`], [`softmax_last_dim`], [`swiglu`] and the
 //! tracked [`layer_norm`] and [`rms_norm`] run drift's own one-pass kernels (`cpu_kernels`), which carry their backward
 //! pass; the same kernel serves the rollout and the training forward, so the old policy and the
-//! policy being trained evaluate one function.
+//! policy being trained evaluate one function. [`attention`] (untracked f32 only) runs the
+//! composition's own per-head GEMMs and softmax one head per thread, bit-equal to it.
 
 mod attention;
 mod cpu_kernels;
